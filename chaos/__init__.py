@@ -1,0 +1,1 @@
+"""Crash-point registry and fault injection for the chaos suite."""

@@ -1,0 +1,1 @@
+"""The commit coordinator: transactions, writers, table services and the CLI."""

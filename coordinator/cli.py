@@ -1,0 +1,173 @@
+"""The `tandem` command line (DESIGN §10): one clear stderr line per error, fixed exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from coordinator.input_files import read_input
+from coordinator.writer import OPERATIONS, LocalWriter
+from timeline.errors import BadInputError, TandemError
+from timeline.instant import parse_instant_time
+from timeline.reader import read_view
+from timeline.table import META_COLUMNS, Table
+
+console = Console()
+
+
+def _fields(text: str | None) -> list[str]:
+    return [f.strip() for f in (text or "").split(",") if f.strip()]
+
+
+def _emit_json(doc: object) -> None:
+    click.echo(json.dumps(doc, indent=2, sort_keys=True))
+
+
+def _check_instant(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        parse_instant_time(text)
+    except ValueError as err:
+        raise BadInputError(str(err)) from err
+    return text
+
+
+@click.group()
+def cli() -> None:
+    """Tandem: commit a Hudi data table and its metadata table as one transaction."""
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--name", required=True, help="Table name (hoodie.table.name).")
+@click.option("--record-key", required=True, help="Record key column(s), comma separated.")
+@click.option("--partition-by", default=None, help="Partition column(s), comma separated.")
+@click.option("--hive-style", is_flag=True, help="Partition folders named col=value.")
+@click.option("--precombine", default=None, help="Column whose largest value wins among duplicate keys.")
+def init(path: str, name: str, record_key: str, partition_by: str | None, hive_style: bool, precombine: str | None):
+    """Create an empty Copy-on-Write table (Hudi table version 6)."""
+    table = Table.create(path, name, _fields(record_key), _fields(partition_by), hive_style, precombine)
+    click.echo(f"created table {table.config.name} at {table.uri}")
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--input", "input_path", required=True, help="Rows to write: .parquet, .csv or .jsonl.")
+@click.option("--operation", type=click.Choice(OPERATIONS), required=True)
+@click.option("--engine", type=click.Choice(["local"]), default="local", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
+def write(path: str, input_path: str, operation: str, engine: str, as_json: bool):
+    """Write a file of rows as one instant."""
+    table = Table.open(path)
+    data = read_input(input_path)
+    result = LocalWriter(table).write(data, operation)
+    doc = {
+        "instant": result.instant,
+        "operation": operation,
+        "engine": engine,
+        "rows_in": result.rows_in,
+        "files_written": len(result.files_written),
+        "partitions": sorted(result.metadata.partition_to_write_stats),
+    }
+    if as_json:
+        _emit_json(doc)
+    else:
+        click.echo(
+            f"committed {result.instant}: {operation} of {result.rows_in} row(s) "
+            f"into {len(result.files_written)} file(s) in {len(doc['partitions'])} partition(s)"
+        )
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--as-of", default=None, help="Read the table as of this instant (time travel).")
+@click.option("--engine", type=click.Choice(["local"]), default="local", show_default=True)
+@click.option("--output", default=None, help="Write the rows to this .parquet file instead of printing.")
+@click.option("--limit", default=20, show_default=True, help="Rows to print.")
+@click.option("--meta", is_flag=True, help="Print the five _hoodie_ meta columns too.")
+def read(path: str, as_of: str | None, engine: str, output: str | None, limit: int, meta: bool):
+    """Read the latest snapshot (or the snapshot as of an instant)."""
+    table = Table.open(path)
+    rows = read_view(table, table.storage_view(_check_instant(as_of)))
+    if output:
+        if not output.endswith(".parquet"):
+            raise BadInputError(f"--output {output} must end in .parquet")
+        pq.write_table(rows, output)
+        click.echo(f"wrote {rows.num_rows} row(s) to {output}")
+        return
+    shown = RichTable(title=f"{table.config.name}: {rows.num_rows} row(s)")
+    if not meta:
+        rows = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names])
+    for name in rows.column_names:
+        shown.add_column(name, overflow="fold")
+    for row in rows.slice(0, limit).to_pylist():
+        shown.add_row(*(str(v) for v in row.values()))
+    console.print(shown)
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True)
+def timeline(path: str, as_json: bool):
+    """Instants on the active timeline, oldest first."""
+    table = Table.open(path)
+    active = table.timeline()
+    doc = [{"instant": i.time, "action": i.action, "state": i.state.value} for i in active.instants]
+    if as_json:
+        _emit_json({"table": table.config.name, "instants": doc, "archived_files": len(active.archived_files)})
+        return
+    shown = RichTable(title=f"timeline of {table.config.name}")
+    for column in ("instant", "action", "state"):
+        shown.add_column(column)
+    for item in doc:
+        shown.add_row(item["instant"], item["action"], item["state"])
+    console.print(shown)
+
+
+@cli.command(name="ls")
+@click.argument("path")
+@click.option("--partition", default=None, help="Only this partition ('' for a non-partitioned table).")
+@click.option("--json", "as_json", is_flag=True)
+def ls(path: str, partition: str | None, as_json: bool):
+    """Latest base files of the table (from a storage listing filtered by the timeline)."""
+    table = Table.open(path)
+    files = table.storage_view().latest_base_files(partition)
+    doc = [{"partition": f.partition, "file": f.name, "size": f.size, "instant": f.instant} for f in files]
+    if as_json:
+        _emit_json({"source": "storage", "files": doc})
+        return
+    for item in doc:
+        click.echo(f"{item['partition'] or '.'}\t{item['file']}\t{item['size']}")
+
+
+@cli.command()
+@click.argument("path", required=False)
+def demo(path: str | None):
+    """Run a small pipeline of commits on the embedded defaults and show the result."""
+    from coordinator.demo import run_demo
+
+    run_demo(path, console)
+
+
+def main() -> None:
+    """Run the CLI; map errors to one stderr line and the exit codes of DESIGN §10."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(1)
+    except click.exceptions.ClickException as err:
+        click.echo(f"error: {err.format_message()}", err=True)
+        sys.exit(2)
+    except TandemError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(err.exit_code)
+    except Exception as err:  # the contract: one clear line, exit 1
+        click.echo(f"error: {type(err).__name__}: {err}", err=True)
+        sys.exit(1)

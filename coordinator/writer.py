@@ -1,0 +1,305 @@
+"""The local writer: one Arrow table in, one Copy-on-Write instant out.
+
+insert and bulk_insert create new file groups sized by a target file size;
+upsert and delete rewrite the affected file groups (rows carried over keep all
+their meta columns); insert_overwrite replaces every file group of the touched
+partitions in a replacecommit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from chaos.crash_points import crash_point
+from coordinator.transaction import WRITE_FILE, Transaction
+from timeline import keys
+from timeline.avro_schema import arrow_to_avro
+from timeline.commit_metadata import CommitMetadata, WriteStat
+from timeline.errors import BadInputError
+from timeline.file_names import PARTITION_METADATA, BaseFile, base_file_name, new_file_id, write_token
+from timeline.fs_view import FileSystemView
+from timeline.instant import COMMIT, REPLACE_COMMIT
+from timeline.reader import read_base_file
+from timeline.table import META_COLUMNS, Table
+
+OPERATIONS = ("insert", "bulk_insert", "upsert", "delete", "insert_overwrite")
+DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
+KEY = "_hoodie_record_key"
+PARTITION = "_hoodie_partition_path"
+
+
+@dataclass
+class WriteOptions:
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    row_group_size: int = 128 * 1024
+
+
+@dataclass
+class WriteResult:
+    instant: str
+    operation: str
+    metadata: CommitMetadata
+    rows_in: int
+    files_written: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _FileWrite:
+    """One file to write: its group, rows (with meta columns) and stat counters."""
+
+    partition: str
+    file_id: str
+    rows: pa.Table
+    prev_commit: str = "null"
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+
+
+class LocalWriter:
+    def __init__(self, table: Table, options: WriteOptions | None = None) -> None:
+        self.table = table
+        self.config = table.config
+        self.options = options or WriteOptions()
+
+    # preparation -------------------------------------------------------------------
+    def _prepare(self, data: pa.Table, operation: str, existing: pa.Schema | None) -> pa.Table:
+        """Drop incoming meta columns, cast to the table's types, add key and partition."""
+        data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
+        if existing is not None and operation != "delete":
+            data = _cast_to(data, existing)
+        with_keys = data.append_column(KEY, keys.record_keys(data, self.config.record_key_fields))
+        return with_keys.append_column(
+            PARTITION,
+            keys.partition_paths(data, self.config.partition_fields, self.config.hive_style),
+        )
+
+    def _existing_schema(self, view: FileSystemView) -> pa.Schema | None:
+        latest = view.latest_base_files()
+        if not latest:
+            return None
+        newest = max(latest, key=lambda f: f.instant)
+        with self.table.storage.open_input(newest.path) as handle:
+            schema = pq.read_schema(handle)
+        return pa.schema([f for f in schema if f.name not in META_COLUMNS])
+
+    def _dedupe(self, rows: pa.Table) -> pa.Table:
+        """Keep one row per key: the largest precombine value, else the last row."""
+        order = pa.array(range(rows.num_rows))
+        rows = rows.append_column("__order", order)
+        sort = [(KEY, "ascending")]
+        pre = self.config.precombine_field
+        if pre and pre in rows.column_names:
+            sort.append((pre, "descending"))
+        sort.append(("__order", "descending"))
+        rows = rows.sort_by(sort)
+        keys_col = rows.column(KEY)
+        if rows.num_rows:
+            first = pc.not_equal(keys_col.slice(1), keys_col.slice(0, rows.num_rows - 1))
+            mask = pa.concat_arrays([pa.array([True])] + [c for c in first.chunks])
+            rows = rows.filter(mask)
+        return rows.sort_by("__order").drop_columns(["__order"])
+
+    # planning ------------------------------------------------------------------------
+    def _split_new(self, partition: str, rows: pa.Table) -> list[_FileWrite]:
+        """New file groups, as few as the target file size allows, evenly filled."""
+        if rows.num_rows == 0:
+            return []
+        data_bytes = rows.drop_columns([KEY, PARTITION]).nbytes
+        files = max(1, math.ceil(data_bytes / self.options.max_file_size))
+        per_file = math.ceil(rows.num_rows / files)
+        return [
+            _FileWrite(partition, new_file_id(), chunk, inserts=chunk.num_rows)
+            for chunk in (rows.slice(start, per_file) for start in range(0, rows.num_rows, per_file))
+        ]
+
+    def _index(self, view: FileSystemView, partition: str) -> dict[str, BaseFile]:
+        """Simple index: key -> latest base file of its group, for one partition."""
+        located: dict[str, BaseFile] = {}
+        for base in view.latest_base_files(partition):
+            for key in self._keys_of(base):
+                located[key] = base
+        return located
+
+    def _keys_of(self, base: BaseFile) -> list[str]:
+        columns = [KEY] if self.config.populate_meta_fields else self.config.record_key_fields
+        return self._row_keys(read_base_file(self.table.storage, base.path, columns)).to_pylist()
+
+    def _merge(self, base: BaseFile, incoming: pa.Table | None, delete_keys: set[str]) -> _FileWrite:
+        """Rewrite one file group: old rows minus replaced/deleted keys, plus incoming."""
+        old = read_base_file(self.table.storage, base.path)
+        old_keys = self._row_keys(old)
+        replaced = set(delete_keys)
+        if incoming is not None:
+            replaced.update(incoming.column(KEY).to_pylist())
+        keep = pc.invert(pc.is_in(old_keys, value_set=pa.array(sorted(replaced), pa.string())))
+        carried = old.filter(keep)
+        deletes = len(delete_keys & set(old_keys.to_pylist()))
+        write = _FileWrite(base.partition, base.file_id, carried, prev_commit=base.instant, deletes=deletes)
+        if incoming is not None and incoming.num_rows:
+            write.rows = pa.concat_tables([carried, incoming], promote_options="permissive")
+            write.updates = incoming.num_rows
+        return write
+
+    def _row_keys(self, rows: pa.Table) -> pa.ChunkedArray:
+        """Keys of stored rows; files of tables without meta fields hold nulls there."""
+        if self.config.populate_meta_fields and KEY in rows.column_names:
+            return rows.column(KEY)
+        return keys.record_keys(rows, self.config.record_key_fields)
+
+    def _plan(self, operation: str, rows: pa.Table, view: FileSystemView) -> tuple[list[_FileWrite], dict]:
+        writes: list[_FileWrite] = []
+        replaced: dict[str, list[str]] = {}
+        for partition in sorted(set(rows.column(PARTITION).to_pylist())):
+            part_rows = rows.filter(pc.equal(rows.column(PARTITION), partition))
+            if operation in ("insert", "bulk_insert"):
+                writes += self._split_new(partition, part_rows)
+            elif operation == "insert_overwrite":
+                writes += self._split_new(partition, part_rows)
+                replaced[partition] = [g.file_id for g in view.file_groups(partition)]
+            else:
+                writes += self._plan_merge(operation, partition, part_rows, view)
+        return writes, replaced
+
+    def _plan_merge(self, operation: str, partition: str, rows: pa.Table, view: FileSystemView) -> list[_FileWrite]:
+        located = self._index(view, partition)
+        row_keys = rows.column(KEY).to_pylist()
+        by_group: dict[str, list[int]] = defaultdict(list)
+        new_rows: list[int] = []
+        for i, key in enumerate(row_keys):
+            base = located.get(key)
+            if base is None:
+                new_rows.append(i)
+            else:
+                by_group[base.file_id].append(i)
+        bases = {b.file_id: b for b in located.values()}
+        writes = []
+        for file_id, idx in sorted(by_group.items()):
+            chosen = rows.take(pa.array(idx))
+            if operation == "delete":
+                writes.append(self._merge(bases[file_id], None, set(chosen.column(KEY).to_pylist())))
+            else:
+                writes.append(self._merge(bases[file_id], chosen, set()))
+        if operation == "upsert":
+            writes += self._split_new(partition, rows.take(pa.array(new_rows, pa.int64())))
+        return writes
+
+    # writing ----------------------------------------------------------------------------
+    def _with_meta(self, write: _FileWrite, name: str, instant: str, task: int) -> pa.Table:
+        """Fill meta columns of new rows; carried-over rows keep theirs."""
+        rows = write.rows
+        n = rows.num_rows
+        fresh_keys = rows.column(KEY)
+        fresh_parts = rows.column(PARTITION)
+        commit_time = rows.column("_hoodie_commit_time") if "_hoodie_commit_time" in rows.column_names else None
+        if commit_time is None:
+            is_new = pa.array([True] * n)
+            old_cols = {c: pa.nulls(n, pa.string()) for c in META_COLUMNS}
+        else:
+            is_new = pc.is_null(commit_time)
+            old_cols = {c: rows.column(c) for c in META_COLUMNS}
+        seqnos = pa.array([f"{instant}_{task}_{i}" for i in range(n)], pa.string())
+        values = {
+            "_hoodie_commit_time": pa.array([instant] * n, pa.string()),
+            "_hoodie_commit_seqno": seqnos,
+            "_hoodie_record_key": fresh_keys,
+            "_hoodie_partition_path": fresh_parts,
+            "_hoodie_file_name": pa.array([name] * n, pa.string()),
+        }
+        data_cols = [c for c in rows.column_names if c not in META_COLUMNS and c not in (KEY, PARTITION)]
+        data = rows.select(data_cols)
+        if not self.config.populate_meta_fields:
+            return data
+        meta = [pc.if_else(is_new, values[c], old_cols[c]) for c in META_COLUMNS]
+        return pa.Table.from_arrays(meta + list(data.columns), names=META_COLUMNS + data_cols)
+
+    def _ensure_partition(self, partition: str, instant: str) -> None:
+        path = f"{partition}/{PARTITION_METADATA}" if partition else PARTITION_METADATA
+        depth = len(partition.split("/")) if partition else 0
+        stamp = datetime.now(timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
+        body = f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth={depth}\n"
+        if not self.table.storage.exists(path):
+            self.table.storage.create_if_absent(path, body.encode())
+
+    def write_file(self, txn: Transaction, write: _FileWrite, task: int) -> WriteStat:
+        """Marker first, then the parquet file; returns its write stat."""
+        name = base_file_name(write.file_id, write_token(task), txn.time)
+        path = f"{write.partition}/{name}" if write.partition else name
+        self._ensure_partition(write.partition, txn.time)
+        table = self._with_meta(write, name, txn.time, task)
+        txn.create_marker(path, "MERGE" if write.prev_commit != "null" else "CREATE")
+        with self.table.storage.open_output(path) as out:
+            pq.write_table(table, out, row_group_size=self.options.row_group_size)
+        crash_point(WRITE_FILE)
+        size = self.table.storage.size(path)
+        return WriteStat(
+            file_id=write.file_id,
+            path=path,
+            partition_path=write.partition,
+            prev_commit=write.prev_commit,
+            num_writes=table.num_rows,
+            num_inserts=write.inserts,
+            num_update_writes=write.updates,
+            num_deletes=write.deletes,
+            total_write_bytes=size,
+            file_size_in_bytes=size,
+        )
+
+    def write(self, data: pa.Table, operation: str) -> WriteResult:
+        """Write `data` as one instant; on any failure the instant is undone."""
+        operation = operation.lower()
+        if operation not in OPERATIONS:
+            raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
+        action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
+        txn = Transaction(self.table, action, operation.upper())
+        view = self.table.storage_view()
+        existing = self._existing_schema(view)
+        rows = self._prepare(data, operation, existing)
+        if operation in ("upsert", "delete"):
+            rows = self._dedupe(rows)
+        txn.begin()
+        try:
+            writes, replaced = self._plan(operation, rows, view)
+            metadata = CommitMetadata(
+                operation_type=operation.upper(),
+                schema=arrow_to_avro(_data_schema(rows, existing, operation), self.config.name),
+                partition_to_replace_file_ids=replaced if action == REPLACE_COMMIT else None,
+            )
+            for task, write in enumerate(writes):
+                metadata.add(self.write_file(txn, write, task))
+            txn.commit(metadata)
+        except BaseException:
+            txn.abort()
+            raise
+        return WriteResult(txn.time, operation, metadata, data.num_rows, [s.path for s in metadata.write_stats()])
+
+
+def _data_schema(rows: pa.Table, existing: pa.Schema | None, operation: str) -> pa.Schema:
+    """The table's data schema after this write: existing columns plus new ones."""
+    incoming = pa.schema([f for f in rows.schema if f.name not in (KEY, PARTITION)])
+    if existing is None:
+        return incoming
+    if operation == "delete":
+        return existing
+    return pa.unify_schemas([existing, incoming])
+
+
+def _cast_to(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Cast incoming columns to the table's types; a column that won't cast is bad input."""
+    columns = []
+    for name in data.column_names:
+        column = data.column(name)
+        if name in schema.names and column.type != schema.field(name).type:
+            try:
+                column = column.cast(schema.field(name).type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                raise BadInputError(f"column {name!r}: cannot cast {column.type} to {schema.field(name).type}") from err
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=data.column_names)

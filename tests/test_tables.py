@@ -1,0 +1,186 @@
+"""Tables written by `tandem write` and by Spark: both readers see exactly the same rows."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from coordinator.writer import LocalWriter
+from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, unzip_fixture
+from timeline.reader import read_view
+from timeline.table import META_COLUMNS, Table
+
+TANDEM = [sys.executable, "-m", "coordinator"]
+
+
+def tandem(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*TANDEM, *args], capture_output=True, text=True, timeout=120)
+
+
+def our_read(path: str, as_of: str | None = None) -> pa.Table:
+    table = Table.open(path)
+    return read_view(table, table.storage_view(as_of))
+
+
+def assert_same_rows(path: str, keys: list[str]) -> list[dict]:
+    ours = rows_by_key(our_read(path), keys)
+    theirs = rows_by_key(hudi_read(path), keys)
+    assert ours == theirs
+    return ours
+
+
+def write_input(tmp_path: Path, name: str, rows: dict) -> str:
+    path = tmp_path / f"{name}.parquet"
+    pq.write_table(pa.table(rows), path)
+    return str(path)
+
+
+@pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "nonpartitioned"])
+def test_cli_operations_match_hudi_reader(tmp_path, partitioned):
+    base = str(tmp_path / "trips")
+    init = ["init", base, "--name", "trips", "--record-key", "id", "--precombine", "ts"]
+    if partitioned:
+        init += ["--partition-by", "city", "--hive-style"]
+    assert tandem(*init).returncode == 0
+    steps = [
+        ("insert", {"id": [1, 2, 3, 4, 5], "city": ["sf", "sf", "la", "ny", "ny"], "ts": [1] * 5, "fare": [1.0] * 5}),
+        ("upsert", {"id": [2, 6], "city": ["sf", "la"], "ts": [2, 2], "fare": [20.0, 60.0]}),
+        ("delete", {"id": [3], "city": ["la"]}),
+        ("insert_overwrite", {"id": [7], "city": ["ny"], "ts": [3], "fare": [70.0]}),
+    ]
+    expected: dict[int, float] = {}
+    for i, (operation, rows) in enumerate(steps):
+        result = tandem("write", base, "--input", write_input(tmp_path, str(i), rows), "--operation", operation)
+        assert result.returncode == 0, result.stderr
+        if operation == "delete":
+            for key in rows["id"]:
+                expected.pop(key)
+        elif operation == "insert_overwrite":
+            if partitioned:
+                expected = {k: v for k, v in expected.items() if k not in (4, 5)}
+            else:
+                expected = {}
+            expected.update(zip(rows["id"], rows["fare"], strict=True))
+        else:
+            expected.update(zip(rows["id"], rows["fare"], strict=True))
+        seen = assert_same_rows(base, ["_hoodie_record_key"])
+        assert {r["id"]: r["fare"] for r in seen} == expected
+        assert all(r["_hoodie_record_key"] == str(r["id"]) for r in seen)
+    final = assert_same_rows(base, ["_hoodie_record_key"])
+    by_id = {r["id"]: r for r in final}
+    # id 1 was carried over through the upsert rewrite: its meta columns are the insert's.
+    if partitioned:
+        assert by_id[1]["_hoodie_commit_time"] < by_id[2]["_hoodie_commit_time"]
+        assert by_id[1]["_hoodie_partition_path"] == "city=sf"
+
+
+def test_upsert_keeps_meta_of_carried_rows(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
+    writer = LocalWriter(table)
+    first = writer.write(pa.table({"id": [1, 2], "p": ["a", "a"], "v": [1, 2]}), "insert")
+    before = {r["id"]: r for r in our_read(table.uri).to_pylist()}
+    second = writer.write(pa.table({"id": [2], "p": ["a"], "v": [20]}), "upsert")
+    after = {r["id"]: r for r in our_read(table.uri).to_pylist()}
+    assert after[1]["_hoodie_commit_time"] == first.instant
+    assert after[1]["_hoodie_commit_seqno"] == before[1]["_hoodie_commit_seqno"]
+    assert after[2]["_hoodie_commit_time"] == second.instant
+    assert after[2]["_hoodie_commit_seqno"].startswith(second.instant + "_")
+    stats = second.metadata.write_stats()
+    assert [(s.prev_commit, s.num_update_writes, s.num_writes) for s in stats] == [(first.instant, 1, 2)]
+
+
+def test_complex_keys_and_multi_level_partitions(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", ["a", "b"], ["y", "m"], hive_style=False)
+    writer = LocalWriter(table)
+    writer.write(pa.table({"a": [1, 1], "b": ["x", "y"], "y": [2024, 2024], "m": [1, 2], "v": [1, 2]}), "insert")
+    writer.write(pa.table({"a": [1], "b": ["y"], "y": [2024], "m": [2], "v": [9]}), "upsert")
+    rows = assert_same_rows(table.uri, ["_hoodie_record_key"])
+    assert [(r["_hoodie_record_key"], r["_hoodie_partition_path"], r["v"]) for r in rows] == [
+        ("a:1,b:x", "2024/1", 1),
+        ("a:1,b:y", "2024/2", 9),
+    ]
+    assert table.config.keygen_class.endswith("ComplexKeyGenerator")
+
+
+def test_time_travel_reads_the_older_snapshot(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", ["id"])
+    writer = LocalWriter(table)
+    first = writer.write(pa.table({"id": [1], "v": [1]}), "insert")
+    writer.write(pa.table({"id": [1], "v": [2]}), "upsert")
+    assert our_read(table.uri, first.instant).column("v").to_pylist() == [1]
+    assert our_read(table.uri).column("v").to_pylist() == [2]
+
+
+def test_bulk_insert_splits_by_target_file_size(tmp_path):
+    from coordinator.writer import WriteOptions
+
+    table = Table.create(str(tmp_path / "t"), "t", ["id"])
+    rows = pa.table({"id": list(range(10_000)), "pad": ["x" * 50] * 10_000})
+    result = LocalWriter(table, WriteOptions(max_file_size=rows.nbytes // 4 + 2000)).write(rows, "bulk_insert")
+    assert len(result.files_written) == 4
+    assert our_read(table.uri).num_rows == 10_000
+
+
+def test_uncommitted_file_is_invisible_to_both_readers(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], hive_style=True)
+    LocalWriter(table).write(pa.table({"id": [1], "p": ["a"], "v": [1]}), "insert")
+    committed = our_read(table.uri)
+    # Leave, by hand, an inflight instant with a data file of its own.
+    inflight_time = "29990101000000000"
+    hoodie = Path(table.uri) / ".hoodie"
+    (hoodie / f"{inflight_time}.commit.requested").write_bytes(b"")
+    (hoodie / f"{inflight_time}.inflight").write_bytes(b"{}")
+    stray = committed.slice(0, 1).to_pydict()
+    stray["id"] = [99]
+    stray["_hoodie_commit_time"] = [inflight_time]
+    stray["_hoodie_record_key"] = ["99"]
+    pq.write_table(pa.table(stray), Path(table.uri) / "p=a" / f"abc-0_0-1-0_{inflight_time}.parquet")
+    assert rows_by_key(our_read(table.uri), ["id"]) == rows_by_key(committed, ["id"])
+    assert [r["id"] for r in rows_by_key(hudi_read(table.uri), ["id"])] == [1]
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_spark_fixture_reads_accepts_upsert_and_stays_readable(tmp_path, name):
+    base = unzip_fixture(name, tmp_path)
+    table = Table.open(str(base))
+    keys = table.config.record_key_fields
+    before = assert_same_rows(str(base), keys)
+    if not before:
+        upsert = pa.table({"id": pa.array([1], pa.int32()), "name": ["first"], "isActive": [True]})
+    else:
+        rows = our_read(str(base))
+        rows = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names]).slice(0, 1)
+        upsert = rows.set_column(rows.column_names.index("name"), "name", pa.array(["changed"]))
+    path = tmp_path / "upsert.parquet"
+    pq.write_table(upsert, path)
+    result = tandem("write", str(base), "--input", str(path), "--operation", "upsert")
+    assert result.returncode == 0, result.stderr
+    after = assert_same_rows(str(base), keys)
+    assert len(after) == max(len(before), 1)
+    changed = [r for r in after if r["name"] in ("changed", "first")]
+    assert len(changed) == 1
+
+
+def test_fixture_copy_is_left_alone_by_reads(tmp_path):
+    base = unzip_fixture("v6_nonpartitioned", tmp_path)
+    snapshot = sorted(p.relative_to(base) for p in base.rglob("*"))
+    our_read(str(base))
+    assert sorted(p.relative_to(base) for p in base.rglob("*")) == snapshot
+    shutil.rmtree(base)
+
+
+def test_s3_table_round_trip(s3_base):
+    table = Table.create(s3_base, "s3t", ["id"], ["p"], hive_style=True)
+    writer = LocalWriter(table)
+    writer.write(pa.table({"id": [1, 2], "p": ["a", "b"], "v": [1, 2]}), "insert")
+    writer.write(pa.table({"id": [2], "p": ["b"], "v": [20]}), "upsert")
+    reopened = Table.open(s3_base)
+    rows = read_view(reopened, reopened.storage_view()).sort_by("id")
+    assert rows.column("v").to_pylist() == [1, 20]
+    assert [i.action for i in reopened.timeline().completed()] == ["commit", "commit"]

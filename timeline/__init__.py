@@ -1,0 +1,1 @@
+"""Hudi-format tables: storage, timeline, table config, file-system view, reader."""

@@ -1,0 +1,146 @@
+"""The active timeline in `.hoodie/`: load, query, and move instants between states."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from timeline import avro_metadata
+from timeline.commit_metadata import CommitMetadata
+from timeline.errors import TandemError
+from timeline.instant import (
+    COMMIT,
+    COMPACTION,
+    REPLACE_COMMIT,
+    WRITE_ACTIONS,
+    Instant,
+    State,
+    parse_instant_file,
+)
+from timeline.storage import Storage
+
+ARCHIVED_FOLDER = "archived"
+
+
+@dataclass
+class ActiveTimeline:
+    """Instants of one table, each in its latest state, ordered by time."""
+
+    storage: Storage
+    meta_dir: str
+    instants: list[Instant]
+    archived_files: list[str]
+
+    @staticmethod
+    def load(storage: Storage, meta_dir: str = ".hoodie") -> ActiveTimeline:
+        latest: dict[tuple[str, str], Instant] = {}
+        rank = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
+        for info in storage.list_dir(meta_dir):
+            instant = parse_instant_file(info.base_name)
+            if instant is None:
+                continue
+            current = latest.get((instant.time, instant.action))
+            if current is None or rank[instant.state] > rank[current.state]:
+                latest[(instant.time, instant.action)] = instant
+        merged = _merge_compaction_commits(latest)
+        archived = [i.base_name for i in storage.list_dir(f"{meta_dir}/{ARCHIVED_FOLDER}")]
+        return ActiveTimeline(storage, meta_dir, sorted(merged), sorted(archived))
+
+    def reload(self) -> ActiveTimeline:
+        return ActiveTimeline.load(self.storage, self.meta_dir)
+
+    def path(self, instant: Instant) -> str:
+        return f"{self.meta_dir}/{instant.file_name}"
+
+    # queries -----------------------------------------------------------------
+    def completed(self) -> list[Instant]:
+        return [i for i in self.instants if i.is_completed]
+
+    def pending(self) -> list[Instant]:
+        return [i for i in self.instants if not i.is_completed]
+
+    def completed_writes(self) -> list[Instant]:
+        return [i for i in self.instants if i.is_completed and i.action in WRITE_ACTIONS]
+
+    def completed_times(self) -> set[str]:
+        return {i.time for i in self.instants if i.is_completed}
+
+    def find(self, time: str) -> Instant | None:
+        for instant in self.instants:
+            if instant.time == time:
+                return instant
+        return None
+
+    def last_time(self) -> str:
+        return self.instants[-1].time if self.instants else ""
+
+    def earliest_time(self) -> str:
+        return self.instants[0].time if self.instants else ""
+
+    def is_completed_or_archived(self, time: str) -> bool:
+        """True if `time` is completed here, or older than the active timeline (archived)."""
+        if time in self.completed_times():
+            return True
+        return bool(self.archived_files) and bool(self.instants) and time < self.earliest_time()
+
+    # content -------------------------------------------------------------------
+    def read(self, instant: Instant) -> bytes:
+        return self.storage.read_bytes(self.path(instant))
+
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        source = self.storage.uri(self.path(instant))
+        return CommitMetadata.from_json_bytes(self.read(instant), source)
+
+    def avro(self, instant: Instant) -> dict:
+        return avro_metadata.decode(self.read(instant), self.storage.uri(self.path(instant)))
+
+    def replaced_file_ids(self, as_of: str | None = None) -> set[tuple[str, str]]:
+        """(partition, fileId) replaced by completed replacecommits up to `as_of`."""
+        replaced: set[tuple[str, str]] = set()
+        for instant in self.completed():
+            if instant.action != REPLACE_COMMIT or (as_of and instant.time > as_of):
+                continue
+            for partition, ids in (self.commit_metadata(instant).partition_to_replace_file_ids or {}).items():
+                replaced.update((partition, fid) for fid in ids)
+        return replaced
+
+    def latest_schema(self) -> str | None:
+        """Avro schema JSON of the data from the latest completed write that has one."""
+        for instant in reversed(self.completed_writes()):
+            schema = self.commit_metadata(instant).schema
+            if schema:
+                return schema
+        return None
+
+    # transitions ------------------------------------------------------------------
+    def create_requested(self, instant: Instant, data: bytes = b"") -> Instant:
+        requested = instant.with_state(State.REQUESTED)
+        if not self.storage.create_if_absent(self.path(requested), data):
+            raise TandemError(f"instant {requested.file_name} already exists")
+        return requested
+
+    def transition_to_inflight(self, instant: Instant, data: bytes = b"") -> Instant:
+        inflight = instant.with_state(State.INFLIGHT)
+        self.storage.write_bytes(self.path(inflight), data)
+        return inflight
+
+    def complete(self, instant: Instant, data: bytes) -> Instant:
+        """Create the completed file atomically; refuse if it already exists."""
+        done = instant.with_state(State.COMPLETED)
+        if not self.storage.create_if_absent(self.path(done), data):
+            raise TandemError(f"instant {done.file_name} is already completed")
+        return done
+
+    def delete_instant_files(self, time: str, action: str) -> None:
+        """Remove every state file of one instant, completed file last."""
+        for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
+            self.storage.delete(self.path(Instant(time, action, state)))
+
+
+def _merge_compaction_commits(latest: dict[tuple[str, str], Instant]) -> list[Instant]:
+    """`T.compaction.*` plus `T.commit` is one compaction instant, completed."""
+    out: dict[tuple[str, str], Instant] = dict(latest)
+    for (time, action), instant in latest.items():
+        if action == COMMIT and (time, COMPACTION) in latest:
+            out.pop((time, COMMIT))
+            out[(time, COMPACTION)] = Instant(time, COMPACTION, instant.state)
+    return list(out.values())

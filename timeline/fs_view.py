@@ -1,0 +1,70 @@
+"""File groups and their latest slices, keeping only files of completed instants."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from timeline.active_timeline import ActiveTimeline
+from timeline.file_names import BaseFile, parse_base_file, split_path
+from timeline.storage import FileEntry, Storage
+
+
+@dataclass
+class FileGroup:
+    partition: str
+    file_id: str
+    base_files: list[BaseFile]
+
+    @property
+    def latest(self) -> BaseFile:
+        return max(self.base_files, key=lambda f: f.instant)
+
+
+def list_base_files(storage: Storage) -> list[BaseFile]:
+    """Every Hudi base file in the table's partition folders (a storage listing)."""
+    return parse_listing(storage.list_files(""))
+
+
+def parse_listing(entries: Iterable[FileEntry]) -> list[BaseFile]:
+    files = []
+    for entry in entries:
+        if entry.path.startswith(".hoodie/") or "/." in f"/{entry.path}":
+            continue
+        partition, name = split_path(entry.path)
+        parsed = parse_base_file(partition, name, entry.size)
+        if parsed is not None:
+            files.append(parsed)
+    return files
+
+
+class FileSystemView:
+    """What a snapshot (or an as-of snapshot) of the table consists of."""
+
+    def __init__(self, files: Iterable[BaseFile], timeline: ActiveTimeline, as_of: str | None = None) -> None:
+        self.timeline = timeline
+        self.as_of = as_of
+        replaced = timeline.replaced_file_ids(as_of)
+        groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
+        for f in files:
+            if as_of and f.instant > as_of:
+                continue
+            if not timeline.is_completed_or_archived(f.instant):
+                continue
+            if (f.partition, f.file_id) in replaced:
+                continue
+            groups[(f.partition, f.file_id)].append(f)
+        self.groups = {key: FileGroup(key[0], key[1], fs) for key, fs in groups.items()}
+
+    def partitions(self) -> list[str]:
+        return sorted({p for p, _ in self.groups})
+
+    def file_groups(self, partition: str | None = None) -> list[FileGroup]:
+        return [g for (p, _), g in sorted(self.groups.items()) if partition is None or p == partition]
+
+    def latest_base_files(self, partition: str | None = None) -> list[BaseFile]:
+        return [g.latest for g in self.file_groups(partition)]
+
+    def all_base_files(self) -> list[BaseFile]:
+        return [f for g in self.groups.values() for f in g.base_files]

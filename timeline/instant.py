@@ -1,0 +1,127 @@
+"""Instant times and instants of a Hudi timeline (layout version 1)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+
+INSTANT_FORMAT = "%Y%m%d%H%M%S%f"
+INSTANT_LENGTH = 17
+
+
+class State(str, Enum):
+    REQUESTED = "REQUESTED"
+    INFLIGHT = "INFLIGHT"
+    COMPLETED = "COMPLETED"
+
+
+COMMIT = "commit"
+DELTA_COMMIT = "deltacommit"
+REPLACE_COMMIT = "replacecommit"
+CLEAN = "clean"
+ROLLBACK = "rollback"
+COMPACTION = "compaction"
+LOG_COMPACTION = "logcompaction"
+SAVEPOINT = "savepoint"
+RESTORE = "restore"
+INDEXING = "indexing"
+KNOWN_ACTIONS = {
+    COMMIT,
+    DELTA_COMMIT,
+    REPLACE_COMMIT,
+    CLEAN,
+    ROLLBACK,
+    COMPACTION,
+    LOG_COMPACTION,
+    SAVEPOINT,
+    RESTORE,
+    INDEXING,
+}
+WRITE_ACTIONS = {COMMIT, DELTA_COMMIT, REPLACE_COMMIT, COMPACTION}
+TABLE_SERVICE_ACTIONS = {CLEAN, ROLLBACK, COMPACTION, LOG_COMPACTION, RESTORE, INDEXING}
+
+_FILE_RE = re.compile(r"^(\d{14,17})\.([a-z]+)(?:\.(requested|inflight))?$")
+
+
+@dataclass(frozen=True, order=True)
+class Instant:
+    """One action at one time in one state; ordered by time, then action."""
+
+    time: str
+    action: str
+    state: State
+
+    @property
+    def is_completed(self) -> bool:
+        return self.state == State.COMPLETED
+
+    @property
+    def file_name(self) -> str:
+        """The file this instant is stored in, as Hudi 0.14 names it."""
+        if self.state == State.COMPLETED:
+            # A completed compaction is a commit on the timeline.
+            action = COMMIT if self.action == COMPACTION else self.action
+            return f"{self.time}.{action}"
+        if self.state == State.REQUESTED:
+            return f"{self.time}.{self.action}.requested"
+        if self.action == COMMIT:
+            return f"{self.time}.inflight"
+        return f"{self.time}.{self.action}.inflight"
+
+    def with_state(self, state: State) -> Instant:
+        return Instant(self.time, self.action, state)
+
+
+def parse_instant_file(name: str) -> Instant | None:
+    """The instant a `.hoodie/` file name stands for, or None for other files."""
+    m = _FILE_RE.match(name)
+    if not m:
+        return None
+    time, action, suffix = m.groups()
+    if action == "inflight" and suffix is None:
+        return Instant(time, COMMIT, State.INFLIGHT)
+    if action not in KNOWN_ACTIONS:
+        return None
+    if suffix == "requested":
+        return Instant(time, action, State.REQUESTED)
+    if suffix == "inflight":
+        return Instant(time, action, State.INFLIGHT)
+    return Instant(time, action, State.COMPLETED)
+
+
+def format_instant_time(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime(INSTANT_FORMAT)[:INSTANT_LENGTH]
+
+
+def parse_instant_time(text: str) -> datetime:
+    """Parse `yyyyMMddHHmmss[SSS]` as UTC; raises ValueError on anything else."""
+    if not re.fullmatch(r"\d{14}(\d{3})?", text):
+        raise ValueError(f"{text!r} is not an instant time (yyyyMMddHHmmssSSS)")
+    padded = text if len(text) == INSTANT_LENGTH else text + "000"
+    return datetime.strptime(padded + "000", INSTANT_FORMAT).replace(tzinfo=timezone.utc)
+
+
+class InstantClock:
+    """Hands out instant times strictly greater than any seen, even within 1 ms."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = ""
+
+    def next_after(self, *floors: str) -> str:
+        """A new instant time > every `floor` and > every time handed out before."""
+        with self._lock:
+            candidate = format_instant_time(datetime.now(timezone.utc))
+            highest = max((f for f in (*floors, self._last) if f), default="")
+            if candidate <= highest:
+                padded = highest if len(highest) == INSTANT_LENGTH else highest + "000"
+                after = parse_instant_time(padded) + timedelta(milliseconds=1)
+                candidate = format_instant_time(after)
+            self._last = candidate
+            return candidate
+
+
+CLOCK = InstantClock()

@@ -1,0 +1,156 @@
+"""`hoodie.properties`: create it as Hudi 0.14 does, open it, refuse what we can't write."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+from timeline import properties
+from timeline.errors import BadInputError, NotATableError, UnsupportedTableError
+from timeline.storage import Storage
+
+HOODIE_DIR = ".hoodie"
+PROPERTIES_FILE = f"{HOODIE_DIR}/hoodie.properties"
+SUPPORTED_VERSION = "6"
+SUPPORTED_LAYOUT = "1"
+
+SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
+COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
+NONPARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+KNOWN_KEYGENS = {
+    SIMPLE_KEYGEN,
+    COMPLEX_KEYGEN,
+    NONPARTITIONED_KEYGEN,
+    "org.apache.hudi.keygen.ComplexAvroKeyGenerator",
+    "org.apache.hudi.keygen.SimpleAvroKeyGenerator",
+    "org.apache.hudi.keygen.NonpartitionedAvroKeyGenerator",
+}
+
+
+def checksum(database: str, table: str) -> int:
+    """Hudi's table checksum: CRC32 of `<database>.<table>` (or `<table>`)."""
+    qualified = f"{database}.{table}" if database else table
+    return zlib.crc32(qualified.encode("utf-8"))
+
+
+def keygen_for(record_key_fields: list[str], partition_fields: list[str]) -> str:
+    if not partition_fields:
+        return NONPARTITIONED_KEYGEN
+    if len(record_key_fields) == 1 and len(partition_fields) == 1:
+        return SIMPLE_KEYGEN
+    return COMPLEX_KEYGEN
+
+
+def _split_fields(text: str | None) -> list[str]:
+    return [f.strip() for f in (text or "").split(",") if f.strip()]
+
+
+@dataclass
+class TableConfig:
+    """The parts of `hoodie.properties` Tandem acts on, plus everything else verbatim."""
+
+    name: str
+    record_key_fields: list[str]
+    partition_fields: list[str] = field(default_factory=list)
+    hive_style: bool = False
+    precombine_field: str | None = None
+    database: str = "default"
+    populate_meta_fields: bool = True
+    table_type: str = "COPY_ON_WRITE"
+    raw: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def keygen_class(self) -> str:
+        return self.raw.get("hoodie.table.keygenerator.class") or keygen_for(
+            self.record_key_fields, self.partition_fields
+        )
+
+    def to_properties(self) -> dict[str, str]:
+        """The key set and order Hudi 0.14's `HoodieTableConfig` writes."""
+        props: dict[str, str] = {}
+        if self.precombine_field:
+            props["hoodie.table.precombine.field"] = self.precombine_field
+        props["hoodie.datasource.write.drop.partition.columns"] = "false"
+        if self.partition_fields:
+            props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
+        props["hoodie.table.type"] = self.table_type
+        props["hoodie.archivelog.folder"] = "archived"
+        if not self.populate_meta_fields:
+            props["hoodie.populate.meta.fields"] = "false"
+        props["hoodie.timeline.layout.version"] = SUPPORTED_LAYOUT
+        props["hoodie.table.version"] = SUPPORTED_VERSION
+        props["hoodie.table.recordkey.fields"] = ",".join(self.record_key_fields)
+        props["hoodie.database.name"] = self.database
+        props["hoodie.datasource.write.partitionpath.urlencode"] = "false"
+        props["hoodie.table.name"] = self.name
+        props["hoodie.table.keygenerator.class"] = self.keygen_class
+        props["hoodie.datasource.write.hive_style_partitioning"] = "true" if self.hive_style else "false"
+        props["hoodie.table.timeline.timezone"] = "UTC"
+        props["hoodie.table.base.file.format"] = "PARQUET"
+        for key, value in self.raw.items():
+            props.setdefault(key, value)
+        props.pop("hoodie.table.checksum", None)
+        props["hoodie.table.checksum"] = str(checksum(self.database, self.name))
+        return props
+
+    @staticmethod
+    def from_properties(props: dict[str, str], source: str) -> TableConfig:
+        """Validate and load; anything Tandem cannot write safely is refused."""
+        version = props.get("hoodie.table.version")
+        if version != SUPPORTED_VERSION:
+            raise UnsupportedTableError(
+                f"{source}: table version {version!r} is not supported (Tandem writes version 6)"
+            )
+        layout = props.get("hoodie.timeline.layout.version", SUPPORTED_LAYOUT)
+        if layout != SUPPORTED_LAYOUT:
+            raise UnsupportedTableError(f"{source}: timeline layout version {layout!r} is not supported")
+        table_type = props.get("hoodie.table.type", "COPY_ON_WRITE")
+        if table_type != "COPY_ON_WRITE":
+            raise UnsupportedTableError(f"{source}: table type {table_type} is not supported (COPY_ON_WRITE only)")
+        base_format = props.get("hoodie.table.base.file.format", "PARQUET").upper()
+        if base_format != "PARQUET":
+            raise UnsupportedTableError(f"{source}: base file format {base_format} is not supported (PARQUET only)")
+        name = props.get("hoodie.table.name")
+        if not name:
+            raise BadInputError(f"{source}: hoodie.table.name is missing")
+        database = props.get("hoodie.database.name", "")
+        stored = props.get("hoodie.table.checksum")
+        if stored is not None and stored != str(checksum(database, name)):
+            raise BadInputError(f"{source}: hoodie.table.checksum {stored} does not match the table name")
+        keygen = props.get("hoodie.table.keygenerator.class")
+        if keygen and keygen not in KNOWN_KEYGENS:
+            raise UnsupportedTableError(f"{source}: key generator {keygen} is not supported")
+        record_keys = _split_fields(props.get("hoodie.table.recordkey.fields"))
+        if not record_keys:
+            raise UnsupportedTableError(f"{source}: tables without record key fields are not supported")
+        return TableConfig(
+            name=name,
+            record_key_fields=record_keys,
+            partition_fields=_split_fields(props.get("hoodie.table.partition.fields")),
+            hive_style=props.get("hoodie.datasource.write.hive_style_partitioning", "false") == "true",
+            precombine_field=props.get("hoodie.table.precombine.field") or None,
+            database=database,
+            populate_meta_fields=props.get("hoodie.populate.meta.fields", "true") == "true",
+            table_type=table_type,
+            raw=dict(props),
+        )
+
+
+def write_config(storage: Storage, config: TableConfig) -> None:
+    """Create `hoodie.properties`; refuses to overwrite an existing table."""
+    text = properties.dumps(config.to_properties())
+    if not storage.create_if_absent(PROPERTIES_FILE, text.encode("utf-8")):
+        raise BadInputError(f"{storage.uri('')} is already a table")
+
+
+def read_config(storage: Storage) -> TableConfig:
+    source = storage.uri(PROPERTIES_FILE)
+    try:
+        data = storage.read_bytes(PROPERTIES_FILE)
+    except FileNotFoundError as err:
+        raise NotATableError(f"{storage.uri('')} is not a Hudi table (no {PROPERTIES_FILE})") from err
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BadInputError(f"{source} is not a text properties file") from err
+    return TableConfig.from_properties(properties.loads(text), source)
