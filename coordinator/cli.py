@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
+from datetime import datetime, timezone
 
 import click
 import pyarrow.parquet as pq
@@ -12,7 +14,7 @@ from rich.table import Table as RichTable
 
 from coordinator.input_files import read_input
 from coordinator.writer import OPERATIONS, LocalWriter
-from timeline.errors import BadInputError, TandemError
+from timeline.errors import BadInputError, LockError, TandemError
 from timeline.instant import parse_instant_time
 from timeline.reader import read_view
 from timeline.table import META_COLUMNS, Table
@@ -146,6 +148,72 @@ def ls(path: str, partition: str | None, as_json: bool):
         click.echo(f"{item['partition'] or '.'}\t{item['file']}\t{item['size']}")
 
 
+@cli.group()
+def lock() -> None:
+    """Inspect or free a table's lock."""
+
+
+def _open_table_lock(path: str, uri: str):
+    from locks.config import open_lock
+
+    table = Table.open(path)
+    return open_lock(uri, table.uri, table.config.name)
+
+
+@lock.command(name="status")
+@click.argument("path")
+@click.option(
+    "--lock", "lock_uri", default="file", show_default=True, help="Lock URI (file, memory, zk://, dynamodb://)."
+)
+@click.option("--json", "as_json", is_flag=True)
+def lock_status(path: str, lock_uri: str, as_json: bool):
+    """Who holds the lock, since when, and with which fencing token."""
+    provider = _open_table_lock(path, lock_uri)
+    try:
+        holder = provider.owner()
+    except TandemError:
+        raise
+    except Exception as err:
+        raise LockError(f"cannot reach the {provider.name} lock service: {type(err).__name__}: {err}") from err
+    finally:
+        provider.close()
+    doc = {"provider": provider.name, "held": holder is not None}
+    if holder is not None:
+        doc.update(
+            host=holder.host,
+            pid=holder.pid,
+            instant=holder.instant,
+            token=holder.token,
+            acquired_at=datetime.fromtimestamp(holder.acquired_at, timezone.utc).isoformat(),
+        )
+    if as_json:
+        _emit_json(doc)
+    elif holder is None:
+        click.echo(f"{provider.name} lock is free")
+    else:
+        click.echo(
+            f"{provider.name} lock held by pid {holder.pid} on {holder.host} since {doc['acquired_at']}, "
+            f"token {holder.token}" + (f", instant {holder.instant}" if holder.instant else "")
+        )
+
+
+@lock.command(name="release")
+@click.argument("path")
+@click.option("--lock", "lock_uri", default="file", show_default=True)
+@click.option("--force", is_flag=True, help="Required: free the lock whoever holds it.")
+def lock_release(path: str, lock_uri: str, force: bool):
+    """Free a stuck lock. Its holder will find it lost at its next check."""
+    if not force:
+        raise BadInputError("refusing to free a lock someone may hold: pass --force if its holder is gone")
+    provider = _open_table_lock(path, lock_uri)
+    try:
+        holder = provider.owner()
+        provider.force_release()
+    finally:
+        provider.close()
+    click.echo(f"released {provider.name} lock" + (f" held by pid {holder.pid} on {holder.host}" if holder else ""))
+
+
 @cli.command()
 @click.argument("path", required=False)
 def demo(path: str | None):
@@ -157,6 +225,7 @@ def demo(path: str | None):
 
 def main() -> None:
     """Run the CLI; map errors to one stderr line and the exit codes of DESIGN §10."""
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -65,3 +65,48 @@ def hudi_read(path: str | os.PathLike) -> pa.Table:
 
     batches = hudi.HudiTable(str(path)).read()
     return pa.Table.from_batches(batches) if batches else pa.table({})
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    from tests.servers import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def aws_env(monkeypatch):
+    """Dummy credentials for the local endpoints (inherited by child processes)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture
+def lock_uri(request, tmp_path, aws_env):
+    """A fresh lock URI for the provider named by the test's `provider` parameter."""
+    kind = request.param
+    tag = uuid.uuid4().hex[:10]
+    if kind == "file":
+        return "file?lease_ms=3000"
+    if kind == "zk":
+        zk = request.getfixturevalue("zookeeper")
+        return f"zk://{zk.hosts}/tandem-{tag}?session_timeout_ms=3000"
+    if kind == "dynamodb":
+        moto = request.getfixturevalue("moto")
+        return f"dynamodb://locks-{tag}?region=us-east-1&endpoint={moto.url}&lease_ms=3000"
+    raise ValueError(kind)
+
+
+def wait_until(predicate, deadline_s: float, what: str) -> None:
+    """Poll a condition with a deadline (never a bare sleep)."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {deadline_s}s waiting for {what}")

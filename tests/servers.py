@@ -63,3 +63,50 @@ class MotoServer:
             self.proc.terminate()
             self.proc.wait(10)
         self.log.close()
+
+
+ZOOKEEPER_CLASSPATH = "/usr/share/java/zookeeper.jar"
+
+
+class ZooKeeperServer:
+    """A standalone ZooKeeper from Debian's jars, with a generated config on a free port."""
+
+    def __init__(self, work_dir: Path, tick_ms: int = 200) -> None:
+        self.dir = work_dir
+        self.port = free_port()
+        self.tick_ms = tick_ms
+        self.proc: subprocess.Popen | None = None
+        (work_dir / "data").mkdir(parents=True, exist_ok=True)
+        (work_dir / "zoo.cfg").write_text(
+            f"tickTime={tick_ms}\ndataDir={work_dir / 'data'}\nclientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
+            f"minSessionTimeout={tick_ms * 2}\nmaxSessionTimeout=60000\n"
+        )
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> ZooKeeperServer:
+        if not Path(ZOOKEEPER_CLASSPATH).exists():
+            raise RuntimeError("ZooKeeper is not installed: run `make test` (it installs Debian's zookeeper)")
+        log = open(self.dir / "zookeeper.log", "ab")
+        self.proc = subprocess.Popen(
+            [
+                "java",
+                "-Xmx256m",
+                "-cp",
+                ZOOKEEPER_CLASSPATH,
+                "org.apache.zookeeper.server.ZooKeeperServerMain",
+                str(self.dir / "zoo.cfg"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for_port(self.port, 60, self.proc)
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(20)

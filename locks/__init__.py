@@ -1,0 +1,1 @@
+"""Lock providers: file (embedded default), in-process, ZooKeeper and DynamoDB."""

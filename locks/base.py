@@ -1,0 +1,153 @@
+"""The one lock interface every provider implements, and the retry loop they share.
+
+A lock is liveness, not safety (DESIGN §7): a lease can expire under a paused
+holder. Providers therefore hand out strictly increasing fencing tokens and
+raise a lost-lock signal that the coordinator checks before each protected write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_result,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from timeline.errors import LockError
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with jitter, bounded in total time and attempts."""
+
+    wait_time_s: float = 60.0
+    num_retries: int = 10_000
+    initial_backoff_s: float = 0.005
+    max_backoff_s: float = 0.25
+
+
+@dataclass
+class OwnerInfo:
+    """Who holds a lock, for diagnostics (`tandem lock status`)."""
+
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    instant: str | None = None
+    acquired_at: float = field(default_factory=time.time)
+    token: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str | bytes) -> OwnerInfo:
+        doc = json.loads(text)
+        return OwnerInfo(**{k: doc[k] for k in ("host", "pid", "instant", "acquired_at", "token") if k in doc})
+
+
+class LockProvider(ABC):
+    """Acquire with a bound, release, fencing token, held/lost state, owner info."""
+
+    name = "lock"
+
+    def __init__(self, retry: RetryPolicy | None = None) -> None:
+        self.retry = retry or RetryPolicy()
+        self.lost = threading.Event()
+        self.token: int | None = None
+        self.instant: str | None = None
+        # For lease-based providers: monotonic time after which the lease may have
+        # passed. Counted from when the acquiring or renewing request was SENT.
+        self.valid_until: float | None = None
+
+    @abstractmethod
+    def try_acquire(self) -> int | None:
+        """One attempt: the new fencing token, or None if someone else holds the lock."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Release if still ours; never frees a lock another holder has since taken."""
+
+    @abstractmethod
+    def owner(self) -> OwnerInfo | None:
+        """The current holder, or None if the lock is free."""
+
+    @abstractmethod
+    def force_release(self) -> None:
+        """Free a stuck lock whoever holds it (operator action)."""
+
+    def close(self) -> None:  # noqa: B027 - most providers hold no client resources
+        """Release client resources (sessions, threads)."""
+
+    def is_held(self) -> bool:
+        if self.valid_until is not None and time.monotonic() >= self.valid_until:
+            return False
+        return self.token is not None and not self.lost.is_set()
+
+    @staticmethod
+    def lease_deadline(sent_at: float, lease_s: float) -> float:
+        """When a lease granted by a request sent at `sent_at` may be gone (with a safety margin)."""
+        return sent_at + lease_s - max(0.1 * lease_s, 0.05)
+
+    def check(self) -> None:
+        """Raise if the lock was lost: called before every protected write."""
+        if self.token is None:
+            raise LockError(f"{self.name} lock is not held")
+        if self.valid_until is not None and time.monotonic() >= self.valid_until:
+            self.lost.set()
+        if self.lost.is_set():
+            raise LockError(f"{self.name} lock was lost (lease expired or session ended)")
+
+    def acquire(self, timeout_s: float | None = None, instant: str | None = None) -> int:
+        """Retry `try_acquire` with backoff until `timeout_s` (or the policy's bound)."""
+        bound = self.retry.wait_time_s if timeout_s is None else timeout_s
+        self.instant = instant
+        attempts = Retrying(
+            retry=retry_if_result(lambda token: token is None),
+            wait=wait_random_exponential(multiplier=self.retry.initial_backoff_s, max=self.retry.max_backoff_s),
+            stop=stop_after_delay(bound) | stop_after_attempt(self.retry.num_retries + 1),
+            reraise=True,
+        )
+        try:
+            token = attempts(self._attempt)
+        except RetryError as err:
+            holder = self._describe_holder()
+            raise LockError(f"could not acquire the {self.name} lock within {bound:g}s{holder}") from err
+        self.lost.clear()
+        self.token = token
+        return token
+
+    def _attempt(self) -> int | None:
+        try:
+            return self.try_acquire()
+        except LockError:
+            raise
+        except Exception:
+            # An unreachable lock service is retried like contention, within the same bound.
+            return None
+
+    def _describe_holder(self) -> str:
+        try:
+            holder = self.owner()
+        except Exception:  # diagnostics must not hide the real error
+            return ""
+        if holder is None:
+            return ""
+        return f" (held by pid {holder.pid} on {holder.host}, token {holder.token})"
+
+    def __enter__(self) -> LockProvider:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

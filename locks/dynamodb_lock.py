@@ -1,0 +1,175 @@
+"""DynamoDB (boto3): a lease with a heartbeat and a record version number.
+
+Every write is conditional: acquire only if the item is free or its lease has
+passed; heartbeat and release only if the record version is still ours, so a
+holder that was paused past its lease cannot renew or free its successor's
+lock. The item is never deleted: its `fence` counter is the fencing token,
+incremented atomically by each acquisition. Credentials come from the standard
+AWS chain and are never logged.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+from locks.base import LockProvider, OwnerInfo, RetryPolicy
+from timeline.errors import BadInputError
+
+KEY_ATTRIBUTE = "key"
+
+
+class DynamoDBLock(LockProvider):
+    name = "dynamodb"
+
+    def __init__(
+        self,
+        table: str,
+        lock_key: str,
+        region: str = "us-east-1",
+        endpoint_url: str | None = None,
+        lease_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(retry)
+        import boto3
+        from botocore.config import Config
+
+        self.table = table
+        self.lock_key = lock_key
+        self.lease_s = lease_s
+        config = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 1})
+        self.client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url, config=config)
+        self.rvn: str | None = None
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self._table_ready = False
+
+    def _ensure_table(self) -> None:
+        if self._table_ready:
+            return
+        try:
+            described = self.client.describe_table(TableName=self.table)["Table"]
+        except self.client.exceptions.ResourceNotFoundException:
+            try:
+                self.client.create_table(
+                    TableName=self.table,
+                    KeySchema=[{"AttributeName": KEY_ATTRIBUTE, "KeyType": "HASH"}],
+                    AttributeDefinitions=[{"AttributeName": KEY_ATTRIBUTE, "AttributeType": "S"}],
+                    BillingMode="PAY_PER_REQUEST",
+                )
+            except self.client.exceptions.ResourceInUseException:
+                pass
+            self.client.get_waiter("table_exists").wait(TableName=self.table)
+            described = self.client.describe_table(TableName=self.table)["Table"]
+        schema = [(k["AttributeName"], k["KeyType"]) for k in described["KeySchema"]]
+        if schema != [(KEY_ATTRIBUTE, "HASH")]:
+            raise BadInputError(
+                f"DynamoDB table {self.table} has key schema {schema}; "
+                f"the lock needs a single hash key '{KEY_ATTRIBUTE}'"
+            )
+        self._table_ready = True
+
+    def try_acquire(self) -> int | None:
+        self._ensure_table()
+        rvn = uuid.uuid4().hex
+        sent_at = time.monotonic()
+        now_ms = int(time.time() * 1000)
+        owner = OwnerInfo(instant=self.instant)
+        try:
+            result = self.client.update_item(
+                TableName=self.table,
+                Key={KEY_ATTRIBUTE: {"S": self.lock_key}},
+                UpdateExpression="SET rvn = :rvn, expires_at = :exp, owner_info = :owner ADD fence :one",
+                ConditionExpression="attribute_not_exists(rvn) OR expires_at < :now",
+                ExpressionAttributeValues={
+                    ":rvn": {"S": rvn},
+                    ":exp": {"N": str(now_ms + int(self.lease_s * 1000))},
+                    ":owner": {"S": owner.to_json()},
+                    ":one": {"N": "1"},
+                    ":now": {"N": str(now_ms)},
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return None
+        except self.client.exceptions.ResourceNotFoundException:
+            self._table_ready = False  # the table went away (a restarted endpoint): recreate next attempt
+            raise
+        token = int(result["Attributes"]["fence"]["N"])
+        owner.token = token
+        self.rvn = rvn
+        self.valid_until = self.lease_deadline(sent_at, self.lease_s)
+        if time.monotonic() >= self.valid_until:
+            # The answer came too late to trust the lease: give it back and try again.
+            self._conditional_update("REMOVE rvn, owner_info SET expires_at = :zero", {":zero": {"N": "0"}})
+            self.rvn = None
+            return None
+        self._conditional_update("SET owner_info = :owner", {":owner": {"S": owner.to_json()}})
+        self._start_heartbeat()
+        return token
+
+    def _conditional_update(self, expression: str, values: dict) -> bool:
+        """Apply an update only while the record version is ours."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={KEY_ATTRIBUTE: {"S": self.lock_key}},
+                UpdateExpression=expression,
+                ConditionExpression="rvn = :mine",
+                ExpressionAttributeValues={**values, ":mine": {"S": self.rvn or ""}},
+            )
+            return True
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+
+    def _start_heartbeat(self) -> None:
+        self._stop = threading.Event()
+        stop = self._stop
+
+        def beat() -> None:
+            while not stop.wait(self.lease_s / 3):
+                expires = str(int((time.time() + self.lease_s) * 1000))
+                sent_at = time.monotonic()
+                try:
+                    still_ours = self._conditional_update("SET expires_at = :exp", {":exp": {"N": expires}})
+                except Exception:  # endpoint unreachable: keep trying until the lease says otherwise
+                    continue
+                if not still_ours:
+                    self.lost.set()
+                    return
+                self.valid_until = self.lease_deadline(sent_at, self.lease_s)
+
+        self._heartbeat = threading.Thread(target=beat, name="tandem-dynamodb-heartbeat", daemon=True)
+        self._heartbeat.start()
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+            self._heartbeat = None
+        if self.token is not None and self.rvn is not None:
+            try:
+                self._conditional_update("REMOVE rvn, owner_info SET expires_at = :zero", {":zero": {"N": "0"}})
+            except Exception:  # unreachable: the lease frees it
+                pass
+        self.rvn = None
+        self.token = None
+        self.valid_until = None
+
+    def owner(self) -> OwnerInfo | None:
+        self._ensure_table()
+        item = self.client.get_item(TableName=self.table, Key={KEY_ATTRIBUTE: {"S": self.lock_key}}).get("Item")
+        if not item or "rvn" not in item or int(item["expires_at"]["N"]) < time.time() * 1000:
+            return None
+        return OwnerInfo.from_json(item["owner_info"]["S"])
+
+    def force_release(self) -> None:
+        self._ensure_table()
+        self.client.update_item(
+            TableName=self.table,
+            Key={KEY_ATTRIBUTE: {"S": self.lock_key}},
+            UpdateExpression="REMOVE rvn, owner_info SET expires_at = :zero",
+            ExpressionAttributeValues={":zero": {"N": "0"}},
+        )

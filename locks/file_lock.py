@@ -1,0 +1,172 @@
+"""The embedded default: a lock file under `.hoodie/`, for processes sharing a POSIX file system.
+
+The lock file is created with create-if-absent and holds the owner and a lease
+deadline that a heartbeat thread pushes forward. A lock whose lease passed is
+stale: a contender renames it away (only one rename of the same file can win)
+and then creates its own. The fencing counter sits beside it and is bumped only
+by the holder, so it strictly increases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from locks.base import LockProvider, OwnerInfo, RetryPolicy
+from timeline.errors import BadInputError
+from timeline.storage import Storage
+
+LOCK_DIR = ".hoodie/.tandem-lock"
+
+
+class FileLock(LockProvider):
+    name = "file"
+
+    def __init__(self, table_base: str, lease_s: float = 60.0, retry: RetryPolicy | None = None) -> None:
+        super().__init__(retry)
+        storage = Storage(table_base)
+        if storage.is_s3:
+            raise BadInputError("the file lock needs a POSIX file system; use zk:// or dynamodb:// for s3:// tables")
+        self.dir = storage.full(LOCK_DIR)
+        self.path = os.path.join(self.dir, "lock")
+        self.fence_path = os.path.join(self.dir, "fence")
+        self.lease_s = lease_s
+        self.holder_id = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    def _read(self, path: str | None = None) -> dict | None:
+        try:
+            with open(path or self.path, encoding="utf-8") as handle:
+                return json.load(handle)
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            # An unreadable lock file cannot be renewed by anyone: treat it as expired.
+            return {"holder_id": "", "expires_at": 0}
+
+    def _doc(self, owner: OwnerInfo) -> dict:
+        expires = time.time() + self.lease_s
+        return {"holder_id": self.holder_id, "expires_at": expires, "owner": json.loads(owner.to_json())}
+
+    def _write_new(self, doc: dict) -> bool:
+        tmp = f"{self.path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(doc, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, self.path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def _remove_if(self, should_remove: Callable[[dict], bool]) -> bool:
+        """Move the lock file aside, then delete it only if it is the one we meant.
+
+        Renaming is atomic, so of several processes removing the same file only
+        one succeeds; a file renewed or retaken in between is put back.
+        """
+        aside = f"{self.path}.{uuid.uuid4().hex}.aside"
+        try:
+            os.rename(self.path, aside)
+        except FileNotFoundError:
+            return False
+        moved = self._read(aside) or {}
+        removed = should_remove(moved)
+        if not removed:
+            try:
+                os.link(aside, self.path)
+            except FileExistsError:
+                pass
+        os.unlink(aside)
+        return removed
+
+    def _break_if_stale(self) -> None:
+        current = self._read()
+        if current is not None and current.get("expires_at", 0) <= time.time():
+            self._remove_if(lambda doc: doc.get("expires_at", 0) <= time.time())
+
+    def try_acquire(self) -> int | None:
+        os.makedirs(self.dir, exist_ok=True)
+        self._break_if_stale()
+        owner = OwnerInfo(instant=self.instant)
+        sent_at = time.monotonic()
+        if not self._write_new(self._doc(owner)):
+            return None
+        self.valid_until = self.lease_deadline(sent_at, self.lease_s)
+        token = self._next_token()
+        owner.token = token
+        self._rewrite(self._doc(owner))
+        self._start_heartbeat(owner)
+        return token
+
+    def _next_token(self) -> int:
+        try:
+            with open(self.fence_path, encoding="utf-8") as handle:
+                current = int(handle.read().strip() or 0)
+        except FileNotFoundError:
+            current = 0
+        token = current + 1
+        tmp = f"{self.fence_path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(str(token))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.fence_path)
+        return token
+
+    def _rewrite(self, doc: dict) -> bool:
+        """Renew in place only while the file is still ours; False means the lock was lost."""
+        current = self._read()
+        if current is None or current.get("holder_id") != self.holder_id:
+            return False
+        tmp = f"{self.path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(doc, handle)
+        os.replace(tmp, self.path)
+        return True
+
+    def _start_heartbeat(self, owner: OwnerInfo) -> None:
+        self._stop = threading.Event()
+        stop = self._stop
+
+        def beat() -> None:
+            while not stop.wait(self.lease_s / 3):
+                sent_at = time.monotonic()
+                if not self._rewrite(self._doc(owner)):
+                    self.lost.set()
+                    return
+                self.valid_until = self.lease_deadline(sent_at, self.lease_s)
+
+        self._heartbeat = threading.Thread(target=beat, name="tandem-file-lock-heartbeat", daemon=True)
+        self._heartbeat.start()
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+            self._heartbeat = None
+        if self.token is None:
+            return
+        self._remove_if(lambda doc: doc.get("holder_id") == self.holder_id)
+        self.token = None
+        self.valid_until = None
+
+    def owner(self) -> OwnerInfo | None:
+        current = self._read()
+        if current is None or current.get("expires_at", 0) <= time.time() or "owner" not in current:
+            return None
+        return OwnerInfo.from_json(json.dumps(current["owner"]))
+
+    def force_release(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
