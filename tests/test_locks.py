@@ -195,6 +195,12 @@ def test_dynamodb_endpoint_down_then_up(tmp_path, aws_env):
         open_lock(uri, str(tmp_path), "t").acquire(timeout_s=2)
     assert failure.value.exit_code == 4
     assert time.monotonic() - started < 10
+    from timeline.table import Table
+
+    table = Table.create(str(tmp_path / "table"), "t", ["id"])
+    cli = [sys.executable, "-m", "coordinator", "lock", "status", table.uri, "--lock", uri]
+    status = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert status.returncode == 4 and "cannot reach the dynamodb lock service" in status.stderr
     # Down, then back up while an acquire is retrying: it succeeds within its bound.
     result: dict = {}
     retrying = open_lock(uri, str(tmp_path), "t")
