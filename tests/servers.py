@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -31,13 +30,12 @@ def wait_for_port(port: int, deadline_s: float, proc: subprocess.Popen | None = 
     raise TimeoutError(f"nothing listened on 127.0.0.1:{port} within {deadline_s}s")
 
 
-def moto_server_command() -> list[str]:
-    local = Path(sys.executable).with_name("moto_server")
-    return [str(local) if local.exists() else shutil.which("moto_server") or "moto_server"]
-
-
 class MotoServer:
-    """`moto_server` in its own process: the S3 and DynamoDB HTTP APIs on loopback."""
+    """moto's HTTP server in its own process: the S3 and DynamoDB APIs on loopback.
+
+    Started through `tests.moto_serial` (one request at a time) so that
+    conditional writes are atomic, as on real DynamoDB.
+    """
 
     def __init__(self, log_dir: Path) -> None:
         self.port = free_port()
@@ -50,7 +48,7 @@ class MotoServer:
 
     def start(self) -> MotoServer:
         self.proc = subprocess.Popen(
-            [*moto_server_command(), "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", "tests.moto_serial", "127.0.0.1", str(self.port)],
             stdout=self.log,
             stderr=subprocess.STDOUT,
             env={**os.environ},
