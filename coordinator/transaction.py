@@ -6,13 +6,14 @@ name, so whatever a crash leaves behind can be found and removed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from chaos.crash_points import crash_point, register
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
 from timeline.errors import TandemError
 from timeline.instant import CLOCK, COMMIT, Instant, State
+from timeline.mdt import records as mdt_records
+from timeline.mdt.maintenance import housekeeping
+from timeline.mdt.reader import MetadataReader
 from timeline.table import TEMP_DIR, Table
 
 BEGIN_REQUESTED = register("commit.begin.requested", "T.<action>.requested written")
@@ -34,7 +35,6 @@ class Transaction:
         self.action = action
         self.operation = operation
         self.instant: Instant | None = None
-        self.before_complete: list[Callable[[Transaction, CommitMetadata, ActiveTimeline], None]] = []
 
     @property
     def time(self) -> str:
@@ -44,7 +44,8 @@ class Transaction:
 
     def begin(self) -> str:
         timeline = self.table.timeline()
-        time = CLOCK.next_after(timeline.last_time())
+        mdt = self.table.metadata()
+        time = CLOCK.next_after(timeline.last_time(), mdt.timeline().last_time() if mdt.exists() else "")
         instant = Instant(time, self.action, State.REQUESTED)
         timeline.create_requested(instant)
         crash_point(BEGIN_REQUESTED)
@@ -86,14 +87,22 @@ class Transaction:
         if current is None or current.state != State.INFLIGHT:
             raise TandemError(f"instant {self.time} is no longer inflight; it was rolled back")
         self.finalize(metadata)
-        for hook in self.before_complete:
-            hook(self, metadata, timeline)
+        self.mirror_to_metadata(metadata, timeline)
         done = timeline.complete(self.instant, metadata.to_json_bytes())
         crash_point(COMMIT_COMPLETED)
         self.table.storage.delete_dir(self.marker_dir())
         crash_point(COMMIT_CLEANED)
         self.instant = done
         return done
+
+    def mirror_to_metadata(self, metadata: CommitMetadata, timeline: ActiveTimeline) -> None:
+        """Metadata first: MDT housekeeping, then MDT deltacommit T, before T completes."""
+        mdt = self.table.metadata()
+        if not mdt.exists():
+            return
+        housekeeping(mdt, timeline, self.table.max_delta_commits, keep=self.time)
+        known = set(MetadataReader(mdt, timeline).all_partitions())
+        mdt.apply(self.time, mdt_records.from_commit(metadata, known))
 
     def abort(self) -> None:
         """Undo a write that failed in this process: its files, markers, then instant files."""

@@ -259,7 +259,7 @@ class LocalWriter:
             raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
         action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
         txn = Transaction(self.table, action, operation.upper())
-        view = self.table.storage_view()
+        view = self.table.view()
         existing = self._existing_schema(view)
         rows = self._prepare(data, operation, existing)
         if operation in ("upsert", "delete"):

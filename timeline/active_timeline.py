@@ -131,8 +131,12 @@ class ActiveTimeline:
         return done
 
     def delete_instant_files(self, time: str, action: str) -> None:
-        """Remove every state file of one instant, completed file last."""
-        for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
+        """Remove every state file of one instant, the completed file first.
+
+        A crash part-way leaves the instant pending (never completed without
+        its history), so the next recovery finishes the job.
+        """
+        for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):
             self.storage.delete(self.path(Instant(time, action, state)))
 
 

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
 from timeline.errors import BadInputError
+from timeline.file_names import parse_base_file
 from timeline.fs_view import FileSystemView, list_base_files
+from timeline.mdt.reader import MetadataReader
+from timeline.mdt.table import MetadataTable
 from timeline.storage import Storage
 from timeline.table_config import HOODIE_DIR, TableConfig, read_config, write_config
 
@@ -25,6 +28,7 @@ HEARTBEAT_DIR = f"{HOODIE_DIR}/.heartbeat"
 class Table:
     storage: Storage
     config: TableConfig
+    max_delta_commits: int = 10
 
     @staticmethod
     def open(uri: str) -> Table:
@@ -39,6 +43,7 @@ class Table:
         partition_fields: list[str] | None = None,
         hive_style: bool = False,
         precombine_field: str | None = None,
+        with_metadata: bool = True,
     ) -> Table:
         if not name or not record_key_fields:
             raise BadInputError("a table needs a name and at least one record key field")
@@ -55,7 +60,10 @@ class Table:
         for folder in (HOODIE_DIR, f"{HOODIE_DIR}/{ARCHIVED_FOLDER}", TEMP_DIR):
             storage.makedirs(folder)
         write_config(storage, config)
-        return Table(storage, config)
+        table = Table(storage, config)
+        if with_metadata:
+            table.metadata().create(name)
+        return table
 
     @property
     def uri(self) -> str:
@@ -64,6 +72,25 @@ class Table:
     def timeline(self) -> ActiveTimeline:
         return ActiveTimeline.load(self.storage, HOODIE_DIR)
 
+    def metadata(self) -> MetadataTable:
+        return MetadataTable(self.storage)
+
     def storage_view(self, as_of: str | None = None, timeline: ActiveTimeline | None = None) -> FileSystemView:
         """The view from a full storage listing (slow on object stores)."""
         return FileSystemView(list_base_files(self.storage), timeline or self.timeline(), as_of)
+
+    def metadata_view(self, as_of: str | None = None, timeline: ActiveTimeline | None = None) -> FileSystemView:
+        """The view from the metadata table: no storage listing at all."""
+        timeline = timeline or self.timeline()
+        listing = MetadataReader(self.metadata(), timeline).listing()
+        columns = (listing.column(c).to_pylist() for c in ("partition", "file", "size"))
+        files = [f for p, name, size in zip(*columns, strict=True) if (f := parse_base_file(p, name, size))]
+        return FileSystemView(files, timeline, as_of)
+
+    def view(self, as_of: str | None = None, source: str = "auto") -> FileSystemView:
+        """The metadata table's view when it exists (or is asked for), else storage's."""
+        if source == "storage" or (source == "auto" and not self.metadata().exists()):
+            return self.storage_view(as_of)
+        if not self.metadata().exists():
+            raise BadInputError(f"{self.uri} has no metadata table (`tandem metadata create` builds one)")
+        return self.metadata_view(as_of)

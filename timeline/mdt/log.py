@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import fastavro
 
-from timeline.mdt_records import RECORD_SCHEMA
+from timeline.mdt.records import RECORD_SCHEMA
 
 MAGIC = b"#TNDMLB#"
 DATA = "data"

@@ -1,0 +1,126 @@
+"""First-time initialization of a metadata table from a storage listing, and validation."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from timeline.active_timeline import ActiveTimeline
+from timeline.errors import BadInputError
+from timeline.file_names import PARTITION_METADATA, split_path
+from timeline.fs_view import parse_listing
+from timeline.instant import COMPACTION, Instant, State
+from timeline.mdt import records as rec
+from timeline.mdt.compaction import execute
+from timeline.mdt.reader import LISTING_SCHEMA, MetadataReader
+from timeline.mdt.table import MetadataTable
+from timeline.metrics import INITIALIZE, METRICS, VALIDATE_ERRORS
+from timeline.storage import FileEntry, Storage
+
+LISTING_THREADS = 16
+
+
+def list_storage(storage: Storage, data_timeline: ActiveTimeline) -> pa.Table:
+    """(partition, file, size) of every base file of a completed instant, listed in parallel."""
+    top = [i for i in storage.list_dir("") if not i.base_name.startswith(".")]
+    entries: list[FileEntry] = [FileEntry(i.base_name, int(i.size or 0)) for i in top if i.type.name == "File"]
+    folders = [i.base_name for i in top if i.type.name == "Directory"]
+    with ThreadPoolExecutor(LISTING_THREADS) as pool:
+        for listed in pool.map(lambda folder: storage.list_files(folder), folders):
+            entries.extend(listed)
+    files = [f for f in parse_listing(entries) if data_timeline.is_completed_or_archived(f.instant)]
+    partitions = {split_path(e.path)[0] for e in entries if e.path.endswith(PARTITION_METADATA)}
+    partitions |= {f.partition for f in files}
+    table = pa.Table.from_pylist(
+        [{"partition": f.partition, "file": f.name, "size": f.size} for f in files], schema=LISTING_SCHEMA
+    )
+    return table.replace_schema_metadata({"partitions": json.dumps(sorted(partitions))})
+
+
+def storage_records(storage: Storage, data_timeline: ActiveTimeline) -> dict[str, dict]:
+    listing = list_storage(storage, data_timeline)
+    partitions = json.loads(listing.schema.metadata[b"partitions"])
+    by_partition: dict[str, dict[str, int]] = {p: {} for p in partitions}
+    for row in listing.to_pylist():
+        by_partition.setdefault(row["partition"], {})[row["file"]] = row["size"]
+    records = {rec.partition_key(p): rec.file_list(p, files) for p, files in by_partition.items()}
+    records[rec.ALL_PARTITIONS] = rec.partition_list(sorted(by_partition))
+    return records
+
+
+def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
+    """Build the MDT of an existing table: one base file from the listing, as an MDT-only compaction."""
+    with METRICS.timed(INITIALIZE):
+        pending = [f"{i.time}.{i.action}" for i in data_timeline.pending()]
+        if pending:
+            raise BadInputError(
+                f"cannot initialize the metadata table while instants are pending: {', '.join(pending)} "
+                "(run `tandem recover` first)"
+            )
+        if mdt.exists():
+            raise BadInputError("the metadata table already exists (`tandem metadata delete` first)")
+        mdt.create(table_name)
+        time = mdt.next_instant(data_timeline)
+        plan = json.dumps({"initialize": True, "base_instant": None, "log_files": []}).encode()
+        mdt.timeline().create_requested(Instant(time, COMPACTION, State.REQUESTED), plan)
+        execute(mdt, data_timeline, time)
+        return time
+
+
+@dataclass
+class ValidationReport:
+    missing_in_metadata: list[tuple[str, str]] = field(default_factory=list)
+    extra_in_metadata: list[tuple[str, str]] = field(default_factory=list)
+    size_mismatch: list[tuple[str, str, int, int]] = field(default_factory=list)
+    partitions_missing: list[str] = field(default_factory=list)
+    partitions_extra: list[str] = field(default_factory=list)
+    corrupt_blocks: list[str] = field(default_factory=list)
+    storage_listing: pa.Table | None = None
+
+    @property
+    def errors(self) -> int:
+        return (
+            len(self.missing_in_metadata)
+            + len(self.extra_in_metadata)
+            + len(self.size_mismatch)
+            + len(self.partitions_missing)
+            + len(self.partitions_extra)
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "in_sync": self.errors == 0,
+            "errors": self.errors,
+            "missing_in_metadata": [f"{p}/{f}" if p else f for p, f in self.missing_in_metadata],
+            "extra_in_metadata": [f"{p}/{f}" if p else f for p, f in self.extra_in_metadata],
+            "size_mismatch": [
+                {"file": f"{p}/{f}" if p else f, "storage": s, "metadata": m} for p, f, s, m in self.size_mismatch
+            ],
+            "partitions_missing": self.partitions_missing,
+            "partitions_extra": self.partitions_extra,
+            "corrupt_blocks": self.corrupt_blocks,
+        }
+
+
+def validate(mdt: MetadataTable, data_timeline: ActiveTimeline) -> ValidationReport:
+    """Compare the MDT with a storage listing; every difference is reported (the seed's validate)."""
+    reader = MetadataReader(mdt, data_timeline)
+    ours = {(r["partition"], r["file"]): r["size"] for r in reader.listing().to_pylist()}
+    listing = list_storage(mdt.data_storage, data_timeline)
+    theirs = {(r["partition"], r["file"]): r["size"] for r in listing.to_pylist()}
+    report = ValidationReport(storage_listing=listing)
+    report.missing_in_metadata = sorted(set(theirs) - set(ours))
+    report.extra_in_metadata = sorted(set(ours) - set(theirs))
+    report.size_mismatch = sorted(
+        (p, f, theirs[(p, f)], ours[(p, f)]) for (p, f) in set(ours) & set(theirs) if ours[(p, f)] != theirs[(p, f)]
+    )
+    stored_partitions = {p for p, _ in theirs}
+    listed_partitions = set(reader.all_partitions())
+    report.partitions_missing = sorted(stored_partitions - listed_partitions)
+    report.partitions_extra = sorted(p for p in listed_partitions - stored_partitions if p in {pp for pp, _ in ours})
+    report.corrupt_blocks = reader.merged([rec.ALL_PARTITIONS]).corrupt
+    METRICS.incr(VALIDATE_ERRORS, report.errors)
+    return report

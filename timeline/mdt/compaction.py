@@ -1,0 +1,224 @@
+"""Metadata-table compaction and clean (DESIGN §5).
+
+Schedule: seal the current slice by claiming its next log version with a seal
+block (create-if-absent), then write the plan `C.compaction.requested` listing
+the logs below the seal. A writer with a stale view either loses the race for
+that version or sees the seal, so no log can land in a slice after its plan.
+Execute: merge base + valid blocks of the planned logs, write base file C
+(deleting a partial one first), complete `C.commit`. A pending compaction is
+retried with the same instant, never abandoned.
+"""
+
+from __future__ import annotations
+
+import json
+
+from chaos.crash_points import crash_point, register
+from timeline import avro_metadata
+from timeline.active_timeline import ActiveTimeline
+from timeline.commit_metadata import CommitMetadata, WriteStat
+from timeline.errors import TandemError
+from timeline.instant import CLEAN, COMPACTION, DELTA_COMMIT, Instant, State
+from timeline.mdt import layout
+from timeline.mdt import records as rec
+from timeline.mdt.log import DATA, SEAL, LogBlock, encode_log
+from timeline.mdt.reader import MetadataReader, _base_records
+from timeline.mdt.table import MetadataTable
+
+SEALED = register("mdt.compaction.sealed", "old slice sealed, plan not yet written")
+PLANNED = register("mdt.compaction.planned", "C.compaction.requested written")
+STARTED = register("mdt.compaction.inflight", "C.compaction.inflight written")
+BASE_WRITTEN = register("mdt.compaction.base", "base file of C written")
+COMPLETED = register("mdt.compaction.complete", "C completed on the MDT timeline")
+CLEAN_PLANNED = register("mdt.clean.planned", "MDT clean plan written")
+CLEAN_DELETED = register("mdt.clean.deleted", "old MDT slices deleted")
+
+DEFAULT_MAX_DELTA_COMMITS = 10
+DEFAULT_SLICES_RETAINED = 3
+
+
+def deltacommits_since_last_compaction(timeline: ActiveTimeline) -> int:
+    last = max((i.time for i in layout.compactions(timeline)), default="")
+    return sum(1 for i in timeline.completed() if i.action == DELTA_COMMIT and i.time > last)
+
+
+def is_due(mdt: MetadataTable, max_delta_commits: int = DEFAULT_MAX_DELTA_COMMITS) -> bool:
+    return deltacommits_since_last_compaction(mdt.timeline()) >= max_delta_commits
+
+
+def read_plan(mdt: MetadataTable, time: str) -> dict:
+    timeline = mdt.timeline()
+    instant = Instant(time, COMPACTION, State.REQUESTED)
+    try:
+        return json.loads(mdt.storage.read_bytes(timeline.path(instant)))
+    except (ValueError, FileNotFoundError) as err:
+        raise TandemError(f"metadata compaction plan {time} is unreadable: {err}") from err
+
+
+def _blockers(mdt_timeline: ActiveTimeline, data_timeline: ActiveTimeline) -> list[str]:
+    """Instants that forbid scheduling: pending data instants with an MDT deltacommit, pending MDT writes."""
+    blocked = [i.time for i in data_timeline.pending() if mdt_timeline.find(i.time) is not None]
+    blocked += [i.time for i in mdt_timeline.pending() if i.action == DELTA_COMMIT]
+    return sorted(set(blocked))
+
+
+def _orphan_seal(mdt: MetadataTable, timeline: ActiveTimeline) -> tuple[str, int, str] | None:
+    """A sealed writer slice whose plan was never written: (slice, seal version, compaction instant)."""
+    base_instant = layout.writer_slice(timeline)
+    current = mdt.slices().get(base_instant)
+    if current is None or not current.logs:
+        return None
+    top = current.max_version
+    for block in mdt.read_log(layout.log_path(base_instant, top)).blocks:
+        if block.block_type == SEAL:
+            return base_instant, top, block.attributes["compaction"]
+    return None
+
+
+def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
+    """Plan a compaction of the writer slice (call under the lock). None if not allowed or nothing to do."""
+    timeline = mdt.timeline()
+    orphan = _orphan_seal(mdt, timeline)
+    if orphan is not None:
+        base_instant, seal_version, time = orphan
+        return _write_plan(mdt, timeline, base_instant, seal_version, time)
+    if layout.pending_compactions(timeline) or _blockers(timeline, data_timeline):
+        return None
+    base_instant = layout.writer_slice(timeline)
+    current = mdt.slices().get(base_instant)
+    if current is None or not current.logs:
+        return None
+    time = mdt.next_instant(data_timeline)
+    version = current.max_version + 1
+    seal = encode_log([LogBlock(time, SEAL, [], {"compaction": time})])
+    while not mdt.storage.create_if_absent(layout.log_path(base_instant, version), seal):
+        version += 1
+    crash_point(SEALED)
+    return _write_plan(mdt, timeline, base_instant, version, time)
+
+
+def _write_plan(mdt: MetadataTable, timeline: ActiveTimeline, base_instant: str, seal_version: int, time: str) -> str:
+    current = mdt.slices()[base_instant]
+    plan = {
+        "base_instant": base_instant,
+        "base_file": current.base_file,
+        "log_files": current.log_paths(below=seal_version),
+        "sealed_version": seal_version,
+    }
+    timeline.create_requested(Instant(time, COMPACTION, State.REQUESTED), json.dumps(plan, indent=2).encode())
+    crash_point(PLANNED)
+    return time
+
+
+def execute(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> None:
+    """Run (or re-run) pending compaction `time` to completion."""
+    plan = read_plan(mdt, time)
+    timeline = mdt.timeline()
+    instant = timeline.find(time)
+    if instant is None or instant.action != COMPACTION:
+        raise TandemError(f"no metadata compaction {time} on the metadata timeline")
+    if instant.is_completed:
+        return
+    if instant.state == State.REQUESTED:
+        timeline.transition_to_inflight(instant)
+        crash_point(STARTED)
+    target = layout.base_path(time)
+    mdt.storage.delete(target)  # a partial base file of a crashed attempt
+    if plan.get("initialize"):
+        from timeline.mdt.bootstrap import storage_records
+
+        records = storage_records(mdt.data_storage, data_timeline)
+    else:
+        records = _merge_planned(mdt, data_timeline, plan)
+    size = mdt.write_base(target, [rec.compacted(r) for r in records.values()])
+    crash_point(BASE_WRITTEN)
+    meta = CommitMetadata(operation_type="COMPACT", compacted=True)
+    meta.add(
+        WriteStat(
+            layout.FILE_ID,
+            target,
+            layout.FILES_PARTITION,
+            num_writes=len(records),
+            total_write_bytes=size,
+            file_size_in_bytes=size,
+        )
+    )
+    timeline.complete(Instant(time, COMPACTION, State.INFLIGHT), meta.to_json_bytes())
+    crash_point(COMPLETED)
+
+
+def _merge_planned(mdt: MetadataTable, data_timeline: ActiveTimeline, plan: dict) -> dict[str, dict]:
+    reader = MetadataReader(mdt, data_timeline)
+    records: dict[str, dict] = {}
+    if plan.get("base_file"):
+        base = mdt.read_base(plan["base_file"])
+        records = _base_records(base, base.column("key").to_pylist())
+    for path in plan["log_files"]:
+        for block in mdt.read_log(path).blocks:
+            if block.block_type != DATA or not reader.is_valid(block.instant):
+                continue
+            for record in block.records:
+                records[record["key"]] = rec.merge(records.get(record["key"]), record)
+    return records
+
+
+def run_pending(mdt: MetadataTable, data_timeline: ActiveTimeline) -> list[str]:
+    """Retry every pending compaction, oldest first (same instants, never abandoned)."""
+    done = []
+    for instant in sorted(layout.pending_compactions(mdt.timeline())):
+        execute(mdt, data_timeline, instant.time)
+        done.append(instant.time)
+    return done
+
+
+def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAULT_SLICES_RETAINED) -> list[str]:
+    """Delete slices older than the last `retain` completed compactions."""
+    timeline = mdt.timeline()
+    completed = sorted(i.time for i in layout.compactions(timeline) if i.is_completed)
+    if len(completed) < retain:
+        return []
+    keep_from = completed[-retain]
+    old = [s for b, s in mdt.slices().items() if b < keep_from]
+    paths = [p for s in old for p in ([s.base_file] if s.base_file else []) + s.log_paths()]
+    if not paths:
+        return []
+    time = mdt.next_instant(data_timeline)
+    plan = {
+        "earliestInstantToRetain": {"timestamp": keep_from, "action": COMPACTION, "state": "COMPLETED"},
+        "policy": "KEEP_LATEST_FILE_VERSIONS",
+        "filesToBeDeletedPerPartition": None,
+        "version": 2,
+        "filePathsToBeDeletedPerPartition": {
+            layout.FILES_PARTITION: [{"filePath": p, "isBootstrapBaseFile": False} for p in paths]
+        },
+        "partitionsToBeDeleted": None,
+    }
+    requested = timeline.create_requested(
+        Instant(time, CLEAN, State.REQUESTED), avro_metadata.encode("HoodieCleanerPlan", plan)
+    )
+    crash_point(CLEAN_PLANNED)
+    for path in paths:
+        mdt.storage.delete(path)
+    crash_point(CLEAN_DELETED)
+    done = {
+        "policy": "KEEP_LATEST_FILE_VERSIONS",
+        "startCleanTime": time,
+        "timeTakenInMillis": 0,
+        "totalFilesDeleted": len(paths),
+        "earliestCommitToRetain": keep_from,
+        "lastCompletedCommitTimestamp": completed[-1],
+        "partitionMetadata": {
+            layout.FILES_PARTITION: {
+                "partitionPath": layout.FILES_PARTITION,
+                "policy": "KEEP_LATEST_FILE_VERSIONS",
+                "deletePathPatterns": paths,
+                "successDeleteFiles": paths,
+                "failedDeleteFiles": [],
+                "isPartitionDeleted": None,
+            }
+        },
+        "version": 2,
+        "bootstrapPartitionMetadata": None,
+    }
+    timeline.complete(requested, avro_metadata.encode("HoodieCleanMetadata", done))
+    return paths

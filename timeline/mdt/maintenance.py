@@ -1,0 +1,47 @@
+"""MDT housekeeping before every deltacommit (DESIGN §2 step 5), under the lock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from timeline.active_timeline import ActiveTimeline
+from timeline.instant import DELTA_COMMIT
+from timeline.mdt import compaction
+from timeline.mdt.table import MetadataTable
+
+
+@dataclass
+class Housekeeping:
+    rolled_back: list[str] = field(default_factory=list)
+    compacted: list[str] = field(default_factory=list)
+    cleaned_files: int = 0
+
+
+def failed_writes(mdt: MetadataTable, data_timeline: ActiveTimeline, keep: str | None = None) -> list[str]:
+    """MDT deltacommits whose data instant is neither completed nor pending (its writer failed)."""
+    alive = {i.time for i in data_timeline.instants}
+    return sorted(
+        i.time for i in mdt.timeline().instants if i.action == DELTA_COMMIT and i.time not in alive and i.time != keep
+    )
+
+
+def housekeeping(
+    mdt: MetadataTable,
+    data_timeline: ActiveTimeline,
+    max_delta_commits: int = compaction.DEFAULT_MAX_DELTA_COMMITS,
+    inline_compaction: bool = True,
+    keep: str | None = None,
+) -> Housekeeping:
+    """Roll back failed MDT writes, retry pending compactions, schedule (and run) one if due."""
+    done = Housekeeping()
+    for time in failed_writes(mdt, data_timeline, keep):
+        if mdt.rollback(time, data_timeline):
+            done.rolled_back.append(time)
+    done.compacted += compaction.run_pending(mdt, data_timeline)
+    if compaction.is_due(mdt, max_delta_commits):
+        scheduled = compaction.schedule(mdt, data_timeline)
+        if scheduled and inline_compaction:
+            compaction.execute(mdt, data_timeline, scheduled)
+            done.compacted.append(scheduled)
+            done.cleaned_files = len(compaction.clean(mdt, data_timeline))
+    return done

@@ -1,0 +1,196 @@
+"""The metadata table of one data table: create it, and apply or roll back its deltacommits."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from chaos.crash_points import crash_point, register
+from timeline import avro_metadata, properties
+from timeline.active_timeline import ActiveTimeline
+from timeline.commit_metadata import CommitMetadata, WriteStat
+from timeline.errors import ConflictError, TandemError
+from timeline.instant import CLOCK, DELTA_COMMIT, ROLLBACK, Instant, State
+from timeline.mdt import layout
+from timeline.mdt.log import DATA, SEAL, DecodedLog, LogBlock, decode_log, encode_log
+from timeline.metrics import METRICS, SYNC
+from timeline.storage import Storage
+
+DELTA_REQUESTED = register("mdt.deltacommit.requested", "MDT T.deltacommit.requested written")
+DELTA_INFLIGHT = register("mdt.deltacommit.inflight", "MDT T.deltacommit.inflight written")
+DELTA_LOG = register("mdt.deltacommit.log", "MDT log file of T written")
+DELTA_COMPLETE = register("mdt.deltacommit.complete", "MDT T.deltacommit completed")
+ROLLBACK_LOGS = register("mdt.rollback.logs", "MDT log files of the rolled-back instant deleted")
+ROLLBACK_INSTANT = register("mdt.rollback.instant", "MDT instant files of the rolled-back instant deleted")
+
+BASE_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("type", pa.int32()),
+        (
+            "filesystemMetadata",
+            pa.map_(pa.string(), pa.struct([("size", pa.int64()), ("isDeleted", pa.bool_())])),
+        ),
+    ]
+)
+BASE_ROW_GROUP = 1024
+
+
+class MetadataTable:
+    """`<base>/.hoodie/metadata`: a Merge-on-Read table with its own timeline."""
+
+    def __init__(self, data_storage: Storage) -> None:
+        self.data_storage = data_storage
+        self.storage = data_storage.sub(layout.MDT_DIR)
+
+    def exists(self) -> bool:
+        return self.data_storage.exists(layout.MDT_PROPERTIES)
+
+    def create(self, table_name: str) -> None:
+        """Write the MDT's `hoodie.properties`; the initial slice needs no files."""
+        props = {
+            "hoodie.table.name": f"{table_name}_metadata",
+            "hoodie.table.type": "MERGE_ON_READ",
+            "hoodie.table.version": "6",
+            "hoodie.timeline.layout.version": "1",
+            "hoodie.table.recordkey.fields": "key",
+            "hoodie.table.base.file.format": "PARQUET",
+            "hoodie.populate.meta.fields": "false",
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.timeline.timezone": "UTC",
+        }
+        self.storage.makedirs(".hoodie/archived")
+        self.storage.makedirs(layout.FILES_PARTITION)
+        if not self.storage.create_if_absent(".hoodie/hoodie.properties", properties.dumps(props).encode()):
+            raise TandemError(f"{self.storage.uri('')} already exists")
+
+    def delete(self) -> None:
+        self.data_storage.delete_dir(layout.MDT_DIR)
+
+    def timeline(self) -> ActiveTimeline:
+        return layout.load_timeline(self.storage)
+
+    def slices(self) -> dict[str, layout.Slice]:
+        return layout.list_slices(self.storage)
+
+    def read_log(self, path: str) -> DecodedLog:
+        return decode_log(self.storage.read_bytes(path), self.storage.uri(path))
+
+    def read_base(self, path: str, keys: list[str] | None = None) -> pa.Table:
+        """The base file, or only the rows of `keys` (row groups pruned by key statistics)."""
+        filters = [("key", "in", keys)] if keys is not None else None
+        with self.storage.open_input(path) as handle:
+            return pq.read_table(handle, filters=filters)
+
+    def write_base(self, path: str, records: list[dict]) -> int:
+        """A base file sorted by key, in small row groups for point lookups."""
+        ordered = sorted(records, key=lambda r: r["key"])
+        rows = pa.Table.from_pylist(
+            [
+                {
+                    "key": r["key"],
+                    "type": r["type"],
+                    "filesystemMetadata": list((r.get("filesystemMetadata") or {}).items()),
+                }
+                for r in ordered
+            ],
+            schema=BASE_SCHEMA,
+        )
+        with self.storage.open_output(path) as out:
+            pq.write_table(rows, out, row_group_size=BASE_ROW_GROUP)
+        return self.storage.size(path)
+
+    def is_seal(self, base_instant: str, version: int) -> bool:
+        blocks = self.read_log(layout.log_path(base_instant, version)).blocks
+        return any(b.block_type == SEAL for b in blocks)
+
+    def next_instant(self, data_timeline: ActiveTimeline) -> str:
+        """An MDT-only instant time above both timelines."""
+        return CLOCK.next_after(data_timeline.last_time(), self.timeline().last_time())
+
+    # deltacommits -------------------------------------------------------------------
+    def apply(self, time: str, records: list[dict]) -> str:
+        """MDT deltacommit `time`: requested -> inflight -> one new log file -> completed.
+
+        The log file claims the next version of the current slice with
+        create-if-absent; losing that race means another writer believes it holds
+        the lock too, and this commit aborts.
+        """
+        with METRICS.timed(SYNC):
+            timeline = self.timeline()
+            existing = timeline.find(time)
+            if existing is not None and existing.is_completed:
+                raise TandemError(f"metadata deltacommit {time} is already completed")
+            instant = Instant(time, DELTA_COMMIT, State.REQUESTED)
+            if existing is None:
+                timeline.create_requested(instant)
+                crash_point(DELTA_REQUESTED)
+            timeline.transition_to_inflight(instant)
+            crash_point(DELTA_INFLIGHT)
+            base_instant = layout.writer_slice(timeline)
+            current = self.slices().get(base_instant)
+            version = current.max_version if current else 0
+            if version and self.is_seal(base_instant, version):
+                raise TandemError(
+                    f"metadata slice {base_instant} is sealed but its compaction is not planned; run `tandem recover`"
+                )
+            path = layout.log_path(base_instant, version + 1)
+            if not self.storage.create_if_absent(path, encode_log([LogBlock(time, DATA, records)])):
+                raise ConflictError(f"metadata log {path} was claimed by another writer; aborting {time}")
+            crash_point(DELTA_LOG)
+            meta = CommitMetadata(operation_type="UPSERT_PREPPED")
+            size = self.storage.size(path)
+            meta.add(
+                WriteStat(
+                    layout.FILE_ID,
+                    path,
+                    layout.FILES_PARTITION,
+                    num_writes=len(records),
+                    total_write_bytes=size,
+                    file_size_in_bytes=size,
+                )
+            )
+            timeline.complete(instant, meta.to_json_bytes())
+            crash_point(DELTA_COMPLETE)
+            return path
+
+    def logs_of(self, time: str) -> list[str]:
+        """Log files holding blocks of instant `time` (found by reading block headers)."""
+        found = []
+        for s in self.slices().values():
+            for path in s.log_paths():
+                if any(b.instant == time for b in self.read_log(path).blocks):
+                    found.append(path)
+        return found
+
+    def rollback(self, time: str, data_timeline: ActiveTimeline) -> bool:
+        """Undo MDT deltacommit `time`: its log files, then its instant files, then record it.
+
+        Idempotent: a crash anywhere is finished by calling it again. Returns
+        False when the MDT holds nothing of `time`.
+        """
+        timeline = self.timeline()
+        logs = self.logs_of(time)
+        if timeline.find(time) is None and not logs:
+            return False
+        for path in logs:
+            self.storage.delete(path)
+        crash_point(ROLLBACK_LOGS)
+        timeline.delete_instant_files(time, DELTA_COMMIT)
+        crash_point(ROLLBACK_INSTANT)
+        record_time = self.next_instant(data_timeline)
+        info = {"commitTime": time, "action": DELTA_COMMIT}
+        plan = {"instantToRollback": info, "RollbackRequests": [], "version": 1}
+        rollback = Instant(record_time, ROLLBACK, State.REQUESTED)
+        timeline.create_requested(rollback, avro_metadata.encode("HoodieRollbackPlan", plan))
+        done = {
+            "startRollbackTime": record_time,
+            "timeTakenInMillis": 0,
+            "totalFilesDeleted": len(logs),
+            "commitsRollback": [time],
+            "partitionMetadata": {},
+            "version": 1,
+            "instantsRollback": [info],
+        }
+        timeline.complete(rollback, avro_metadata.encode("HoodieRollbackMetadata", done))
+        return True
