@@ -16,6 +16,7 @@ from coordinator.input_files import read_input
 from coordinator.writer import OPERATIONS, LocalWriter
 from timeline.errors import BadInputError, LockError, TandemError
 from timeline.instant import parse_instant_time
+from timeline.mdt.reader import MetadataReader
 from timeline.reader import read_view
 from timeline.table import META_COLUMNS, Table
 
@@ -96,7 +97,7 @@ def write(path: str, input_path: str, operation: str, engine: str, as_json: bool
 def read(path: str, as_of: str | None, engine: str, output: str | None, limit: int, meta: bool):
     """Read the latest snapshot (or the snapshot as of an instant)."""
     table = Table.open(path)
-    rows = read_view(table, table.storage_view(_check_instant(as_of)))
+    rows = read_view(table, table.view(_check_instant(as_of)))
     if output:
         if not output.endswith(".parquet"):
             raise BadInputError(f"--output {output} must end in .parquet")
@@ -115,11 +116,12 @@ def read(path: str, as_of: str | None, engine: str, output: str | None, limit: i
 
 @cli.command()
 @click.argument("path")
+@click.option("--metadata", "of_metadata", is_flag=True, help="The metadata table's timeline instead.")
 @click.option("--json", "as_json", is_flag=True)
-def timeline(path: str, as_json: bool):
+def timeline(path: str, of_metadata: bool, as_json: bool):
     """Instants on the active timeline, oldest first."""
     table = Table.open(path)
-    active = table.timeline()
+    active = _require_mdt(table).timeline() if of_metadata else table.timeline()
     doc = [{"instant": i.time, "action": i.action, "state": i.state.value} for i in active.instants]
     if as_json:
         _emit_json({"table": table.config.name, "instants": doc, "archived_files": len(active.archived_files)})
@@ -135,17 +137,204 @@ def timeline(path: str, as_json: bool):
 @cli.command(name="ls")
 @click.argument("path")
 @click.option("--partition", default=None, help="Only this partition ('' for a non-partitioned table).")
+@click.option(
+    "--source",
+    type=click.Choice(["metadata", "storage"]),
+    default=None,
+    help="Where the listing comes from (default: the metadata table if the table has one).",
+)
 @click.option("--json", "as_json", is_flag=True)
-def ls(path: str, partition: str | None, as_json: bool):
-    """Latest base files of the table (from a storage listing filtered by the timeline)."""
+def ls(path: str, partition: str | None, source: str | None, as_json: bool):
+    """Latest base files of the table, filtered by the timeline."""
     table = Table.open(path)
-    files = table.storage_view().latest_base_files(partition)
+    source = source or ("metadata" if table.metadata().exists() else "storage")
+    files = table.view(source=source).latest_base_files(partition)
     doc = [{"partition": f.partition, "file": f.name, "size": f.size, "instant": f.instant} for f in files]
     if as_json:
-        _emit_json({"source": "storage", "files": doc})
+        _emit_json({"source": source, "files": doc})
         return
     for item in doc:
         click.echo(f"{item['partition'] or '.'}\t{item['file']}\t{item['size']}")
+
+
+def _require_mdt(table: Table):
+    mdt = table.metadata()
+    if not mdt.exists():
+        raise BadInputError(f"{table.uri} has no metadata table (`tandem metadata create` builds one)")
+    return mdt
+
+
+@cli.group()
+def metadata() -> None:
+    """Create, inspect and check the metadata table."""
+
+
+@metadata.command(name="create")
+@click.argument("path")
+def metadata_create(path: str):
+    """Build the metadata table of an existing table from a storage listing."""
+    from timeline.mdt.bootstrap import initialize
+
+    table = Table.open(path)
+    with console.status("listing storage and writing the metadata table"):
+        time = initialize(table.metadata(), table.config.name, table.timeline())
+    partitions = MetadataReader(table.metadata(), table.timeline()).all_partitions()
+    click.echo(f"created the metadata table at {time}: {len(partitions)} partition(s)")
+
+
+@metadata.command(name="delete")
+@click.argument("path")
+def metadata_delete(path: str):
+    """Delete the metadata table (readers fall back to listing storage)."""
+    table = Table.open(path)
+    _require_mdt(table).delete()
+    click.echo(f"deleted the metadata table of {table.config.name}")
+
+
+@metadata.command(name="stats")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True)
+def metadata_stats(path: str, as_json: bool):
+    """Partition count, last compaction, sync state, log files and sizes."""
+    from timeline.mdt import layout
+    from timeline.mdt.bootstrap import validate
+    from timeline.metrics import METRICS
+
+    table = Table.open(path)
+    mdt = _require_mdt(table)
+    data_timeline = table.timeline()
+    mdt_timeline = mdt.timeline()
+    slices = mdt.slices()
+    completed = [i.time for i in mdt_timeline.completed()]
+    completed_data = [i.time for i in data_timeline.completed()]
+    report = validate(mdt, data_timeline)
+    doc = {
+        "partition_count": len(MetadataReader(mdt, data_timeline).all_partitions()),
+        "last_compaction": layout.latest_completed_compaction(mdt_timeline),
+        "pending_compactions": [i.time for i in layout.pending_compactions(mdt_timeline)],
+        "last_metadata_instant": completed[-1] if completed else None,
+        "last_data_instant": completed_data[-1] if completed_data else None,
+        "in_sync": report.errors == 0,
+        "log_file_count": sum(len(s.logs) for s in slices.values()),
+        "base_file_size": sum(s.base_size for s in slices.values()),
+        "log_file_size": sum(sum(s.logs.values()) for s in slices.values()),
+        "metrics": METRICS.snapshot(),
+    }
+    if as_json:
+        _emit_json(doc)
+        return
+    for key, value in doc.items():
+        click.echo(f"{key}: {value}")
+
+
+@metadata.command(name="list-partitions")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True)
+def metadata_list_partitions(path: str, as_json: bool):
+    """Partitions, from the metadata table."""
+    table = Table.open(path)
+    partitions = MetadataReader(_require_mdt(table), table.timeline()).all_partitions()
+    if as_json:
+        _emit_json({"partitions": partitions})
+    else:
+        for p in partitions:
+            click.echo(p or ".")
+
+
+@metadata.command(name="list-files")
+@click.argument("path")
+@click.option("--partition", "partitions", multiple=True, help="Partition(s) to list; all when omitted.")
+@click.option("--json", "as_json", is_flag=True)
+def metadata_list_files(path: str, partitions: tuple[str, ...], as_json: bool):
+    """Files from the metadata table (every committed file version), one read for all partitions."""
+    table = Table.open(path)
+    listing = MetadataReader(_require_mdt(table), table.timeline()).listing(list(partitions) or None)
+    rows = listing.sort_by([("partition", "ascending"), ("file", "ascending")]).to_pylist()
+    if as_json:
+        _emit_json({"files": rows})
+    else:
+        for row in rows:
+            click.echo(f"{row['partition'] or '.'}\t{row['file']}\t{row['size']}")
+
+
+@metadata.command(name="validate")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True)
+def metadata_validate(path: str, as_json: bool):
+    """List storage too and report every difference; exits 1 when they differ."""
+    from timeline.mdt.bootstrap import validate
+
+    table = Table.open(path)
+    report = validate(_require_mdt(table), table.timeline())
+    doc = report.to_json()
+    if as_json:
+        _emit_json(doc)
+    else:
+        click.echo(f"in sync: {doc['in_sync']} ({doc['errors']} difference(s))")
+        for key in (
+            "missing_in_metadata",
+            "extra_in_metadata",
+            "size_mismatch",
+            "partitions_missing",
+            "partitions_extra",
+            "corrupt_blocks",
+        ):
+            for item in doc[key]:
+                click.echo(f"  {key}: {item}")
+    if report.errors:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("path")
+def recover(path: str):
+    """Roll back orphan instants in both tables, finish interrupted services, retry compactions."""
+    from coordinator.recovery import recover as run_recovery
+
+    report = run_recovery(Table.open(path))
+    for orphan, rollback_time in report.rolled_back.items():
+        click.echo(f"rolled back {orphan} (rollback {rollback_time})")
+    for time in report.resumed_rollbacks + report.resumed_cleans:
+        click.echo(f"finished interrupted {time}")
+    if report.metadata:
+        for time in report.metadata.rolled_back:
+            click.echo(f"rolled back metadata deltacommit {time}")
+        for time in report.metadata.compacted:
+            click.echo(f"completed metadata compaction {time}")
+    click.echo("recovered: no orphan instants left")
+
+
+@cli.command()
+@click.argument("path")
+@click.option(
+    "--policy",
+    type=click.Choice(["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"]),
+    default="KEEP_LATEST_COMMITS",
+    show_default=True,
+)
+@click.option("--retained", default=10, show_default=True, help="Commits (or file versions) to retain.")
+def clean(path: str, policy: str, retained: int):
+    """Delete file versions no longer needed, mirrored into the metadata table."""
+    from coordinator.clean import clean as run_clean
+
+    time = run_clean(Table.open(path), policy, retained)
+    click.echo(f"cleaned at {time}" if time else "nothing to clean")
+
+
+@cli.command()
+@click.argument("path")
+def compact(path: str):
+    """Run pending metadata compactions, and schedule and run one now if any logs exist."""
+    from timeline.mdt import compaction
+
+    table = Table.open(path)
+    mdt = _require_mdt(table)
+    done = compaction.run_pending(mdt, table.timeline())
+    scheduled = compaction.schedule(mdt, table.timeline())
+    if scheduled:
+        compaction.execute(mdt, table.timeline(), scheduled)
+        done.append(scheduled)
+    click.echo(f"completed metadata compaction(s): {', '.join(done)}" if done else "nothing to compact")
 
 
 @cli.group()

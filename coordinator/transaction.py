@@ -43,6 +43,9 @@ class Transaction:
         return self.instant.time
 
     def begin(self) -> str:
+        from coordinator.recovery import recover
+
+        recover(self.table)  # EAGER: a single writer owns every pending write instant
         timeline = self.table.timeline()
         mdt = self.table.metadata()
         time = CLOCK.next_after(timeline.last_time(), mdt.timeline().last_time() if mdt.exists() else "")

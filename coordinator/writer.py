@@ -259,13 +259,13 @@ class LocalWriter:
             raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
         action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
         txn = Transaction(self.table, action, operation.upper())
-        view = self.table.view()
-        existing = self._existing_schema(view)
-        rows = self._prepare(data, operation, existing)
-        if operation in ("upsert", "delete"):
-            rows = self._dedupe(rows)
         txn.begin()
         try:
+            view = self.table.view()
+            existing = self._existing_schema(view)
+            rows = self._prepare(data, operation, existing)
+            if operation in ("upsert", "delete"):
+                rows = self._dedupe(rows)
             writes, replaced = self._plan(operation, rows, view)
             metadata = CommitMetadata(
                 operation_type=operation.upper(),
@@ -275,7 +275,7 @@ class LocalWriter:
             for task, write in enumerate(writes):
                 metadata.add(self.write_file(txn, write, task))
             txn.commit(metadata)
-        except BaseException:
+        except Exception:
             txn.abort()
             raise
         return WriteResult(txn.time, operation, metadata, data.num_rows, [s.path for s in metadata.write_stats()])

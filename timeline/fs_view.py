@@ -46,15 +46,13 @@ class FileSystemView:
         self.timeline = timeline
         self.as_of = as_of
         replaced = timeline.replaced_file_ids(as_of)
+        self.committed = [
+            f for f in files if not (as_of and f.instant > as_of) and timeline.is_completed_or_archived(f.instant)
+        ]
         groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
-        for f in files:
-            if as_of and f.instant > as_of:
-                continue
-            if not timeline.is_completed_or_archived(f.instant):
-                continue
-            if (f.partition, f.file_id) in replaced:
-                continue
-            groups[(f.partition, f.file_id)].append(f)
+        for f in self.committed:
+            if (f.partition, f.file_id) not in replaced:
+                groups[(f.partition, f.file_id)].append(f)
         self.groups = {key: FileGroup(key[0], key[1], fs) for key, fs in groups.items()}
 
     def partitions(self) -> list[str]:
@@ -68,3 +66,7 @@ class FileSystemView:
 
     def all_base_files(self) -> list[BaseFile]:
         return [f for g in self.groups.values() for f in g.base_files]
+
+    def all_base_files_including_replaced(self) -> list[BaseFile]:
+        """Every committed file, also of replaced file groups (what clean must see)."""
+        return list(self.committed)

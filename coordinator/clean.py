@@ -1,0 +1,148 @@
+"""Cleaning old file versions (KEEP_LATEST_COMMITS / KEEP_LATEST_FILE_VERSIONS).
+
+Plan (`K.clean.requested`, Hudi's HoodieCleanerPlan), delete the files, mirror
+the deletions into the MDT as deltacommit K, then complete `K.clean`.
+"""
+
+from __future__ import annotations
+
+import time as clock
+from collections import defaultdict
+
+from chaos.crash_points import crash_point, register
+from coordinator.rollback import mirror_deltacommit
+from timeline import avro_metadata
+from timeline.active_timeline import ActiveTimeline
+from timeline.errors import BadInputError
+from timeline.file_names import BaseFile
+from timeline.fs_view import FileSystemView
+from timeline.instant import CLEAN, CLOCK, Instant, State
+from timeline.mdt import records as mdt_records
+from timeline.table import Table
+
+PLANNED = register("clean.planned", "K.clean.requested written")
+STARTED = register("clean.inflight", "K.clean.inflight written")
+FILES_DELETED = register("clean.files", "planned files deleted")
+MDT_MIRRORED = register("clean.mdt", "MDT deltacommit K written")
+COMPLETED = register("clean.complete", "K.clean completed")
+
+KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS)
+
+
+def plan_files(view: FileSystemView, timeline: ActiveTimeline, policy: str, retained: int) -> tuple[list[str], str]:
+    """Paths to delete, and the earliest instant retained."""
+    if policy not in POLICIES:
+        raise BadInputError(f"unknown clean policy {policy!r} (one of {', '.join(POLICIES)})")
+    if retained < 1:
+        raise BadInputError("clean retention must be at least 1")
+    writes = [i.time for i in timeline.completed_writes()]
+    earliest = writes[-retained] if policy == KEEP_LATEST_COMMITS and len(writes) >= retained else ""
+    replaced = timeline.replaced_file_ids()
+    groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
+    for f in view.all_base_files_including_replaced():
+        groups[(f.partition, f.file_id)].append(f)
+    doomed: list[str] = []
+    for key, files in groups.items():
+        files.sort(key=lambda f: f.instant, reverse=True)
+        if key in replaced:
+            replacer = _replacing_instant(timeline, key)
+            if policy == KEEP_LATEST_FILE_VERSIONS or (earliest and replacer < earliest):
+                doomed += [f.path for f in files]
+            continue
+        if policy == KEEP_LATEST_FILE_VERSIONS:
+            doomed += [f.path for f in files[retained:]]
+        elif earliest:
+            older = [f for f in files if f.instant < earliest]
+            doomed += [f.path for f in older[1:]]
+    return sorted(doomed), earliest
+
+
+def _replacing_instant(timeline: ActiveTimeline, key: tuple[str, str]) -> str:
+    for instant in timeline.completed():
+        ids = (
+            timeline.commit_metadata(instant).partition_to_replace_file_ids
+            if instant.action == "replacecommit"
+            else None
+        )
+        if ids and key[1] in ids.get(key[0], []):
+            return instant.time
+    return ""
+
+
+def clean(table: Table, policy: str = KEEP_LATEST_COMMITS, retained: int = 10) -> str | None:
+    """Plan and run one clean; None when there is nothing to delete."""
+    timeline = table.timeline()
+    view = table.view()
+    paths, earliest = plan_files(view, timeline, policy, retained)
+    if not paths:
+        return None
+    mdt = table.metadata()
+    time = CLOCK.next_after(timeline.last_time(), mdt.timeline().last_time() if mdt.exists() else "")
+    by_partition: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        by_partition[path.rpartition("/")[0]].append(path)
+    plan = {
+        "earliestInstantToRetain": {"timestamp": earliest, "action": "commit", "state": "COMPLETED"}
+        if earliest
+        else None,
+        "policy": policy,
+        "filesToBeDeletedPerPartition": None,
+        "version": 2,
+        "filePathsToBeDeletedPerPartition": {
+            p: [{"filePath": f, "isBootstrapBaseFile": False} for f in files] for p, files in by_partition.items()
+        },
+        "partitionsToBeDeleted": None,
+    }
+    requested = timeline.create_requested(
+        Instant(time, CLEAN, State.REQUESTED), avro_metadata.encode("HoodieCleanerPlan", plan)
+    )
+    crash_point(PLANNED)
+    resume(table, requested)
+    return time
+
+
+def resume(table: Table, clean_instant: Instant) -> None:
+    """Carry out (or finish) clean K from its plan."""
+    started = clock.time()
+    timeline = table.timeline()
+    plan = timeline.avro(clean_instant.with_state(State.REQUESTED))
+    if clean_instant.state == State.REQUESTED:
+        timeline.transition_to_inflight(clean_instant)
+        crash_point(STARTED)
+    per_partition = {
+        p: [i["filePath"] for i in infos] for p, infos in (plan["filePathsToBeDeletedPerPartition"] or {}).items()
+    }
+    paths = [p for files in per_partition.values() for p in files]
+    for path in paths:
+        table.storage.delete(path)
+    crash_point(FILES_DELETED)
+    if table.metadata().exists():
+        mirror_deltacommit(table, timeline, clean_instant.time, mdt_records.from_deleted_paths(paths))
+        crash_point(MDT_MIRRORED)
+    earliest = (plan.get("earliestInstantToRetain") or {}).get("timestamp", "")
+    writes = [i.time for i in timeline.completed_writes()]
+    metadata = {
+        "policy": plan["policy"],
+        "startCleanTime": clean_instant.time,
+        "timeTakenInMillis": int((clock.time() - started) * 1000),
+        "totalFilesDeleted": len(paths),
+        "earliestCommitToRetain": earliest,
+        "lastCompletedCommitTimestamp": writes[-1] if writes else "",
+        "partitionMetadata": {
+            p: {
+                "partitionPath": p,
+                "policy": plan["policy"],
+                "deletePathPatterns": [f.rpartition("/")[2] for f in files],
+                "successDeleteFiles": [f.rpartition("/")[2] for f in files],
+                "failedDeleteFiles": [],
+                "isPartitionDeleted": None,
+            }
+            for p, files in per_partition.items()
+        },
+        "version": 2,
+        "bootstrapPartitionMetadata": None,
+    }
+    timeline.complete(clean_instant, avro_metadata.encode("HoodieCleanMetadata", metadata))
+    crash_point(COMPLETED)

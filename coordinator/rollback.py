@@ -1,0 +1,146 @@
+"""Rolling back a failed data instant in both tables (DESIGN §4).
+
+The rollback is itself an instant R: `R.rollback.requested` holds the plan
+(Hudi's HoodieRollbackPlan), then the files are deleted, the instant is
+rolled back in the MDT, R's tombstones are mirrored into the MDT, T's
+instant files, markers and heartbeat are removed, and R completes. Every step
+is idempotent, so a crash inside a rollback is finished from R's plan.
+"""
+
+from __future__ import annotations
+
+import time as clock
+
+from chaos.crash_points import crash_point, register
+from timeline import avro_metadata
+from timeline.active_timeline import ActiveTimeline
+from timeline.errors import TandemError
+from timeline.file_names import parse_base_file, split_path
+from timeline.instant import CLOCK, ROLLBACK, Instant, State
+from timeline.mdt import records as mdt_records
+from timeline.table import HEARTBEAT_DIR, TEMP_DIR, Table
+
+PLANNED = register("rollback.planned", "R.rollback.requested written")
+STARTED = register("rollback.inflight", "R.rollback.inflight written")
+FILES_DELETED = register("rollback.files", "the rolled-back instant's data files deleted")
+MDT_ROLLED_BACK = register("rollback.mdt", "the instant rolled back in the metadata table")
+MDT_MIRRORED = register("rollback.mdt.mirror", "MDT deltacommit R written")
+INSTANT_REMOVED = register("rollback.instant", "the rolled-back instant's files removed")
+COMPLETED = register("rollback.complete", "R.rollback completed")
+
+MARKER_SUFFIX = ".marker."
+
+
+def files_of(table: Table, time: str) -> list[str]:
+    """Data files instant `time` may have written: from its markers, else by listing."""
+    prefix = f"{TEMP_DIR}/{time}"
+    paths = [
+        e.path[len(prefix) + 1 : e.path.rfind(MARKER_SUFFIX)]
+        for e in table.storage.list_files(prefix)
+        if MARKER_SUFFIX in e.path
+    ]
+    if paths:
+        return sorted(set(paths))
+    listed = []
+    for entry in table.storage.list_files(""):
+        if entry.path.startswith(".hoodie/"):
+            continue
+        partition, name = split_path(entry.path)
+        parsed = parse_base_file(partition, name)
+        if parsed is not None and parsed.instant == time:
+            listed.append(entry.path)
+    return sorted(listed)
+
+
+def _plan(instant: Instant, paths: list[str]) -> dict:
+    by_partition: dict[str, list[str]] = {}
+    for path in paths:
+        by_partition.setdefault(split_path(path)[0], []).append(path)
+    return {
+        "instantToRollback": {"commitTime": instant.time, "action": instant.action},
+        "RollbackRequests": [
+            {
+                "partitionPath": partition,
+                "fileId": None,
+                "latestBaseInstant": instant.time,
+                "filesToBeDeleted": files,
+                "logBlocksToBeDeleted": None,
+            }
+            for partition, files in sorted(by_partition.items())
+        ],
+        "version": 1,
+    }
+
+
+def rollback(table: Table, target: Instant) -> str:
+    """Plan and run the rollback of pending instant `target`; returns R."""
+    timeline = table.timeline()
+    if target.is_completed:
+        raise TandemError(f"{target.time} is completed; recovery never rolls back a completed instant")
+    mdt = table.metadata()
+    time = CLOCK.next_after(timeline.last_time(), mdt.timeline().last_time() if mdt.exists() else "")
+    plan = _plan(target, files_of(table, target.time))
+    requested = timeline.create_requested(
+        Instant(time, ROLLBACK, State.REQUESTED), avro_metadata.encode("HoodieRollbackPlan", plan)
+    )
+    crash_point(PLANNED)
+    resume(table, requested)
+    return time
+
+
+def resume(table: Table, rollback_instant: Instant) -> None:
+    """Carry out (or finish) rollback R from its plan."""
+    started = clock.time()
+    timeline = table.timeline()
+    plan = timeline.avro(rollback_instant.with_state(State.REQUESTED))
+    if rollback_instant.state == State.REQUESTED:
+        timeline.transition_to_inflight(rollback_instant)
+        crash_point(STARTED)
+    target = plan["instantToRollback"]
+    paths = [p for request in plan["RollbackRequests"] or [] for p in request["filesToBeDeleted"]]
+    deleted = [p for p in paths if table.storage.delete(p)]
+    crash_point(FILES_DELETED)
+    mdt = table.metadata()
+    if mdt.exists():
+        mdt.rollback(target["commitTime"], timeline)
+        crash_point(MDT_ROLLED_BACK)
+        mirror_deltacommit(table, timeline, rollback_instant.time, mdt_records.from_deleted_paths(paths))
+        crash_point(MDT_MIRRORED)
+    timeline.delete_instant_files(target["commitTime"], target["action"])
+    table.storage.delete_dir(f"{TEMP_DIR}/{target['commitTime']}")
+    table.storage.delete(f"{HEARTBEAT_DIR}/{target['commitTime']}")
+    crash_point(INSTANT_REMOVED)
+    by_partition: dict[str, list[str]] = {}
+    for path in paths:
+        by_partition.setdefault(split_path(path)[0], []).append(path)
+    metadata = {
+        "startRollbackTime": rollback_instant.time,
+        "timeTakenInMillis": int((clock.time() - started) * 1000),
+        "totalFilesDeleted": len(deleted),
+        "commitsRollback": [target["commitTime"]],
+        "partitionMetadata": {
+            p: {
+                "partitionPath": p,
+                "successDeleteFiles": files,
+                "failedDeleteFiles": [],
+                "rollbackLogFiles": None,
+                "writtenLogFiles": None,
+            }
+            for p, files in by_partition.items()
+        },
+        "version": 1,
+        "instantsRollback": [target],
+    }
+    timeline.complete(rollback_instant, avro_metadata.encode("HoodieRollbackMetadata", metadata))
+    crash_point(COMPLETED)
+
+
+def mirror_deltacommit(table: Table, timeline: ActiveTimeline, time: str, records: list[dict]) -> None:
+    """Apply MDT deltacommit `time` once: a retried action replaces a partial earlier attempt."""
+    mdt = table.metadata()
+    existing = mdt.timeline().find(time)
+    if existing is not None and existing.is_completed:
+        return
+    for path in mdt.logs_of(time):
+        mdt.storage.delete(path)
+    mdt.apply(time, records)
