@@ -75,13 +75,22 @@ def _orphan_seal(mdt: MetadataTable, timeline: ActiveTimeline) -> tuple[str, int
     return None
 
 
-def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
-    """Plan a compaction of the writer slice (call under the lock). None if not allowed or nothing to do."""
+def plan_orphan_seal(mdt: MetadataTable) -> str | None:
+    """Finish a schedule that crashed between sealing the slice and writing the plan."""
     timeline = mdt.timeline()
     orphan = _orphan_seal(mdt, timeline)
-    if orphan is not None:
-        base_instant, seal_version, time = orphan
-        return _write_plan(mdt, timeline, base_instant, seal_version, time)
+    if orphan is None:
+        return None
+    base_instant, seal_version, time = orphan
+    return _write_plan(mdt, timeline, base_instant, seal_version, time)
+
+
+def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
+    """Plan a compaction of the writer slice (call under the lock). None if not allowed or nothing to do."""
+    finished = plan_orphan_seal(mdt)
+    if finished is not None:
+        return finished
+    timeline = mdt.timeline()
     if layout.pending_compactions(timeline) or _blockers(timeline, data_timeline):
         return None
     base_instant = layout.writer_slice(timeline)
@@ -164,6 +173,7 @@ def _merge_planned(mdt: MetadataTable, data_timeline: ActiveTimeline, plan: dict
 
 def run_pending(mdt: MetadataTable, data_timeline: ActiveTimeline) -> list[str]:
     """Retry every pending compaction, oldest first (same instants, never abandoned)."""
+    plan_orphan_seal(mdt)
     done = []
     for instant in sorted(layout.pending_compactions(mdt.timeline())):
         execute(mdt, data_timeline, instant.time)

@@ -137,20 +137,24 @@ class MetadataReader:
 
 
 def _flatten(base: pa.Table) -> pa.Table:
-    """Base rows -> one row per live file, without Python objects."""
-    maps = base.column("filesystemMetadata").combine_chunks()
-    parents = pc.list_parent_indices(maps)
-    items = maps.items
-    live = pc.invert(items.field("isDeleted"))
+    """Base rows -> one row per live file, without Python objects.
+
+    The map column is viewed as a list of (key, value) structs: list kernels
+    honour the offsets of a filtered or sliced column, map accessors do not.
+    """
+    maps = base.column("filesystemMetadata")
+    entries = maps.cast(pa.list_(pa.struct([("key", pa.string()), ("value", maps.type.item_type)])))
+    flat = pc.list_flatten(entries)
+    parents = pc.list_parent_indices(entries)
     table = pa.table(
         {
             "partition": pc.take(base.column("key"), parents),
-            "file": maps.keys,
-            "size": items.field("size"),
+            "file": pc.struct_field(flat, "key"),
+            "size": pc.struct_field(flat, ["value", "size"]),
         },
         schema=LISTING_SCHEMA,
     )
-    return table.filter(live)
+    return table.filter(pc.invert(pc.struct_field(flat, ["value", "isDeleted"])))
 
 
 def _base_records(base: pa.Table | None, keys: list[str]) -> dict[str, dict]:

@@ -1,0 +1,308 @@
+"""The metadata table: MDT listing == storage listing filtered by the data timeline, whatever happens."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chaos.crash_points import SimulatedCrash, simulate
+from coordinator.clean import clean
+from coordinator.recovery import recover
+from coordinator.writer import LocalWriter
+from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, unzip_fixture
+from timeline.errors import BadInputError, TandemError
+from timeline.mdt import compaction, layout
+from timeline.mdt.bootstrap import initialize, validate
+from timeline.mdt.reader import MetadataReader
+from timeline.reader import read_view
+from timeline.table import Table
+
+CITIES = ["ams", "ber", "lis"]
+WRITE_CRASHES = [
+    "commit.begin.requested",
+    "commit.begin.inflight",
+    "commit.write.marker",
+    "commit.write.file",
+    "commit.finalize",
+    "mdt.deltacommit.requested",
+    "mdt.deltacommit.inflight",
+    "mdt.deltacommit.log",
+    "mdt.deltacommit.complete",
+    "commit.complete",
+    "commit.cleanup",
+]
+SERVICE_CRASHES = [
+    "clean.planned",
+    "clean.inflight",
+    "clean.files",
+    "clean.mdt",
+    "rollback.planned",
+    "rollback.files",
+    "rollback.mdt",
+    "rollback.mdt.mirror",
+    "rollback.instant",
+    "mdt.rollback.logs",
+    "mdt.rollback.instant",
+    "mdt.compaction.sealed",
+    "mdt.compaction.planned",
+    "mdt.compaction.inflight",
+    "mdt.compaction.base",
+]
+
+
+def rows(ids: list[int], version: int) -> pa.Table:
+    return pa.table({"id": ids, "city": [CITIES[i % 3] for i in ids], "v": [version] * len(ids)})
+
+
+def assert_consistent(table: Table) -> list[dict]:
+    """Invariants 1-3: MDT == filtered storage, every reader agrees, nothing pending."""
+    data_timeline = table.timeline()
+    mdt = table.metadata()
+    report = validate(mdt, data_timeline)
+    assert report.errors == 0, report.to_json()
+    assert report.corrupt_blocks == []
+    assert data_timeline.pending() == []
+    assert layout.pending_compactions(mdt.timeline()) == []
+    from_mdt = rows_by_key(read_view(table, table.metadata_view()), ["id"])
+    assert from_mdt == rows_by_key(read_view(table, table.storage_view()), ["id"])
+    assert from_mdt == rows_by_key(hudi_read(table.uri), ["id"])
+    return from_mdt
+
+
+def model_check(seen: list[dict], model: dict[int, int]) -> None:
+    assert {r["id"]: r["v"] for r in seen} == model
+
+
+op = st.one_of(
+    st.tuples(st.just("insert"), st.integers(1, 6)),
+    st.tuples(st.just("upsert"), st.integers(1, 6)),
+    st.tuples(st.just("delete"), st.integers(1, 3)),
+    st.tuples(st.just("overwrite"), st.sampled_from(CITIES)),
+    st.tuples(st.just("clean"), st.sampled_from(["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"])),
+    st.tuples(st.just("crash"), st.sampled_from(WRITE_CRASHES)),
+    st.tuples(st.just("service-crash"), st.sampled_from(SERVICE_CRASHES)),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(op, min_size=1, max_size=7), st.randoms(use_true_random=False))
+def test_any_sequence_keeps_mdt_equal_to_storage(tmp_path_factory, ops, rnd):
+    table = Table.create(str(tmp_path_factory.mktemp("seq") / "t"), "t", ["id"], ["city"], hive_style=True)
+    table.max_delta_commits = 3
+    writer = LocalWriter(table)
+    model: dict[int, int] = {}
+    next_id = 0
+    for version, (kind, arg) in enumerate(ops, start=1):
+        if kind == "insert":
+            ids = list(range(next_id, next_id + arg))
+            next_id += arg
+            writer.write(rows(ids, version), "insert")
+            model.update(dict.fromkeys(ids, version))
+        elif kind == "upsert":
+            ids = rnd.sample(range(next_id + arg), arg)
+            next_id = max(next_id, max(ids) + 1)
+            writer.write(rows(ids, version), "upsert")
+            model.update(dict.fromkeys(ids, version))
+        elif kind == "delete" and model:
+            ids = rnd.sample(sorted(model), min(arg, len(model)))
+            writer.write(rows(ids, version), "delete")
+            for i in ids:
+                model.pop(i)
+        elif kind == "overwrite":
+            ids = [i for i in range(next_id, next_id + 6) if CITIES[i % 3] == arg]
+            next_id += 6
+            writer.write(rows(ids, version), "insert_overwrite")
+            model = {k: v for k, v in model.items() if CITIES[k % 3] != arg}
+            model.update(dict.fromkeys(ids, version))
+        elif kind == "clean":
+            clean(table, arg, retained=1)
+        elif kind == "crash":
+            ids = list(range(next_id, next_id + 2))
+            next_id += 2
+            with pytest.raises(SimulatedCrash), simulate(arg):
+                writer.write(rows(ids, version), "insert")
+            if table.timeline().find(table.timeline().last_time()).is_completed:
+                model.update(dict.fromkeys(ids, version))
+            recover(table)
+        elif kind == "service-crash":
+            _crash_a_service(table, writer, arg, version)
+            model[10_000 + version] = version
+            recover(table)
+        model_check(assert_consistent(table), model)
+
+
+def _crash_a_service(table: Table, writer: LocalWriter, point: str, version: int) -> None:
+    """Drive the service that owns `point` into a simulated crash there (if it reaches it)."""
+    writer.write(rows([10_000 + version], version), "upsert")
+    writer.write(rows([10_000 + version], version), "upsert")
+    try:
+        with simulate(point):
+            if point.startswith("clean."):
+                clean(table, "KEEP_LATEST_FILE_VERSIONS", retained=1)
+            elif point.startswith("mdt.compaction."):
+                mdt = table.metadata()
+                scheduled = compaction.schedule(mdt, table.timeline())
+                if scheduled:
+                    compaction.execute(mdt, table.timeline(), scheduled)
+            else:
+                with pytest.raises(SimulatedCrash), simulate("mdt.deltacommit.log"):
+                    writer.write(rows([20_000 + version], version), "insert")
+                recover(table)
+    except SimulatedCrash:
+        pass
+
+
+def tandem(*args: str, crash_at: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ}
+    if crash_at:
+        env["TANDEM_CRASH_AT"] = crash_at
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def _input(tmp_path: Path, name: str, ids: list[int], version: int) -> str:
+    path = tmp_path / f"{name}.parquet"
+    pq.write_table(rows(ids, version), path)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "point",
+    ["mdt.deltacommit.complete", "mdt.deltacommit.log", "mdt.deltacommit.inflight", "commit.finalize"],
+    ids=["mdt-done-data-not", "mdt-log-written", "mdt-inflight", "before-mdt"],
+)
+def test_killed_write_is_invisible_and_the_next_write_repairs(tmp_path, point):
+    base = str(tmp_path / "t")
+    assert tandem("init", base, "--name", "t", "--record-key", "id", "--partition-by", "city").returncode == 0
+    assert (
+        tandem("write", base, "--input", _input(tmp_path, "a", [1, 2, 3], 1), "--operation", "insert").returncode == 0
+    )
+    crashed = tandem(
+        "write", base, "--input", _input(tmp_path, "b", [3, 4], 2), "--operation", "upsert", crash_at=point
+    )
+    assert crashed.returncode == 137, crashed.stderr
+    table = Table.open(base)
+    assert table.timeline().pending(), "the killed write left its instant pending"
+    visible = {r["id"]: r["v"] for r in read_view(table, table.metadata_view()).to_pylist()}
+    assert visible == {1: 1, 2: 1, 3: 1}
+    assert {r["id"]: r["v"] for r in hudi_read(base).to_pylist()} == visible
+    again = tandem("write", base, "--input", _input(tmp_path, "c", [5], 3), "--operation", "insert")
+    assert again.returncode == 0, again.stderr
+    model_check(assert_consistent(Table.open(base)), {1: 1, 2: 1, 3: 1, 5: 3})
+
+
+@pytest.mark.parametrize("point", ["mdt.compaction.sealed", "mdt.compaction.planned", "mdt.compaction.base"])
+def test_killed_compaction_is_retried_by_the_next_write(tmp_path, point):
+    base = str(tmp_path / "t")
+    assert tandem("init", base, "--name", "t", "--record-key", "id").returncode == 0
+    for i in range(3):
+        assert (
+            tandem("write", base, "--input", _input(tmp_path, str(i), [i], i), "--operation", "insert").returncode == 0
+        )
+    crashed = tandem("compact", base, crash_at=point)
+    assert crashed.returncode == 137, crashed.stderr
+    table = Table.open(base)
+    assert {r["id"] for r in read_view(table, table.metadata_view()).to_pylist()} == {0, 1, 2}
+    if point == "mdt.compaction.base":
+        assert table.metadata().storage.exists(layout.base_path(layout.writer_slice(table.metadata().timeline())))
+    again = tandem("write", base, "--input", _input(tmp_path, "x", [9], 9), "--operation", "insert")
+    assert again.returncode == 0, again.stderr
+    table = Table.open(base)
+    completed = [i for i in layout.compactions(table.metadata().timeline()) if i.is_completed]
+    assert len(completed) == 1
+    model_check(assert_consistent(table), {0: 0, 1: 1, 2: 2, 9: 9})
+
+
+def test_compaction_and_mdt_clean_keep_reads_correct(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"])
+    table.max_delta_commits = 2
+    writer = LocalWriter(table)
+    for i in range(14):
+        writer.write(rows([i, i + 100], i), "upsert")
+    mdt = table.metadata()
+    done = [i for i in layout.compactions(mdt.timeline()) if i.is_completed]
+    assert len(done) >= 4
+    assert len(mdt.slices()) <= compaction.DEFAULT_SLICES_RETAINED + 1
+    model_check(assert_consistent(table), {**{i: i for i in range(14)}, **{i + 100: i for i in range(14)}})
+
+
+def test_a_writer_never_appends_to_a_sealed_slice(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", ["id"])
+    writer = LocalWriter(table)
+    writer.write(rows([1], 1), "insert")
+    mdt = table.metadata()
+    # A stale writer claimed version 2 of the slice just before the seal.
+    stale = layout.log_path(layout.INITIAL_SLICE, 2)
+    from timeline.mdt.log import DATA, LogBlock, encode_log
+
+    mdt.storage.create_if_absent(stale, encode_log([LogBlock("20990101000000000", DATA, [])]))
+    with simulate("mdt.compaction.sealed"), pytest.raises(SimulatedCrash):
+        compaction.schedule(mdt, table.timeline())
+    assert mdt.is_seal(layout.INITIAL_SLICE, 3)
+    with pytest.raises(TandemError, match="sealed but its compaction is not planned"):
+        mdt.apply("20990101000000001", [])
+    planned = compaction.schedule(mdt, table.timeline())
+    plan = compaction.read_plan(mdt, planned)
+    assert stale in plan["log_files"] and plan["sealed_version"] == 3
+
+
+def test_many_partitions_in_one_read(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], hive_style=True)
+    LocalWriter(table).write(rows(list(range(9)), 1), "insert")
+    reader = MetadataReader(table.metadata(), table.timeline())
+    before = reader.mdt.read_log
+    calls = []
+    reader.mdt.read_log = lambda path: calls.append(path) or before(path)
+    listing = reader.listing(["city=ams", "city=lis"])
+    assert sorted(set(listing.column("partition").to_pylist())) == ["city=ams", "city=lis"]
+    assert len(calls) == 1, "one pass over the logs, whatever the number of partitions"
+    assert reader.all_partitions() == ["city=ams", "city=ber", "city=lis"]
+
+
+def test_corrupt_log_block_is_skipped_and_reported(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", ["id"])
+    writer = LocalWriter(table)
+    writer.write(rows([1], 1), "insert")
+    writer.write(rows([2], 2), "insert")
+    mdt = table.metadata()
+    victim = mdt.storage.full(layout.log_path(layout.INITIAL_SLICE, 2))
+    data = bytearray(Path(victim).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    Path(victim).write_bytes(bytes(data))
+    report = validate(mdt, table.timeline())
+    assert report.corrupt_blocks and "CRC32" in report.corrupt_blocks[0]
+    assert len(report.missing_in_metadata) == 1
+    result = tandem("metadata", "validate", table.uri)
+    assert result.returncode == 1 and "missing_in_metadata" in result.stdout
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_fixture_gets_a_metadata_table_and_stays_consistent(tmp_path, name):
+    base = unzip_fixture(name, tmp_path)
+    created = tandem("metadata", "create", str(base))
+    assert created.returncode == 0, created.stderr
+    table = Table.open(str(base))
+    report = validate(table.metadata(), table.timeline())
+    assert report.errors == 0, report.to_json()
+    before = rows_by_key(read_view(table, table.metadata_view()), table.config.record_key_fields)
+    assert before == rows_by_key(hudi_read(base), table.config.record_key_fields)
+    assert MetadataReader(table.metadata(), table.timeline()).all_partitions() == table.storage_view().partitions() or (
+        not before
+    )
+
+
+def test_initialize_refuses_pending_instants(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], with_metadata=False)
+    (Path(table.uri) / ".hoodie" / "20990101000000000.commit.requested").write_bytes(b"")
+    with pytest.raises(BadInputError, match="instants are pending: 20990101000000000.commit"):
+        initialize(table.metadata(), "t", table.timeline())
+    assert not table.metadata().exists()
