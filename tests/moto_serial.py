@@ -5,7 +5,8 @@ lock, so two conditional writes to one item can both succeed; real DynamoDB
 serialises them. Serving one request at a time gives the endpoint DynamoDB's
 atomic conditional writes, which is what the lock tests depend on.
 
-Usage: python -m tests.moto_serial HOST PORT
+Usage: python -m tests.moto_serial HOST PORT [--threaded]
+(`--threaded` serves requests concurrently, for bulk S3 loads that need no atomicity.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def main() -> None:
     host, port = sys.argv[1], int(sys.argv[2])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     app = DomainDispatcherApplication(create_backend_app)
-    run_simple(host, port, app, threaded=False, request_handler=MotoRequestHandler)
+    threaded = "--threaded" in sys.argv[3:]
+    run_simple(host, port, app, threaded=threaded, request_handler=MotoRequestHandler)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ class MotoServer:
     conditional writes are atomic, as on real DynamoDB.
     """
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, threaded: bool = False) -> None:
+        self.threaded = threaded
         self.port = free_port()
         self.log = open(log_dir / f"moto-{self.port}.log", "wb")
         self.proc: subprocess.Popen | None = None
@@ -48,7 +49,8 @@ class MotoServer:
 
     def start(self) -> MotoServer:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.moto_serial", "127.0.0.1", str(self.port)],
+            [sys.executable, "-m", "tests.moto_serial", "127.0.0.1", str(self.port)]
+            + (["--threaded"] if self.threaded else []),
             stdout=self.log,
             stderr=subprocess.STDOUT,
             env={**os.environ},
