@@ -39,7 +39,7 @@ def plan_files(view: FileSystemView, timeline: ActiveTimeline, policy: str, reta
         raise BadInputError("clean retention must be at least 1")
     writes = [i.time for i in timeline.completed_writes()]
     earliest = writes[-retained] if policy == KEEP_LATEST_COMMITS and len(writes) >= retained else ""
-    replaced = timeline.replaced_file_ids()
+    replaced = timeline.replaced_by()
     groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
     for f in view.all_base_files_including_replaced():
         groups[(f.partition, f.file_id)].append(f)
@@ -47,7 +47,7 @@ def plan_files(view: FileSystemView, timeline: ActiveTimeline, policy: str, reta
     for key, files in groups.items():
         files.sort(key=lambda f: f.instant, reverse=True)
         if key in replaced:
-            replacer = _replacing_instant(timeline, key)
+            replacer = replaced[key]
             if policy == KEEP_LATEST_FILE_VERSIONS or (earliest and replacer < earliest):
                 doomed += [f.path for f in files]
             continue
@@ -57,18 +57,6 @@ def plan_files(view: FileSystemView, timeline: ActiveTimeline, policy: str, reta
             older = [f for f in files if f.instant < earliest]
             doomed += [f.path for f in older[1:]]
     return sorted(doomed), earliest
-
-
-def _replacing_instant(timeline: ActiveTimeline, key: tuple[str, str]) -> str:
-    for instant in timeline.completed():
-        ids = (
-            timeline.commit_metadata(instant).partition_to_replace_file_ids
-            if instant.action == "replacecommit"
-            else None
-        )
-        if ids and key[1] in ids.get(key[0], []):
-            return instant.time
-    return ""
 
 
 def clean(table: Table, policy: str = KEEP_LATEST_COMMITS, retained: int = 10) -> str | None:

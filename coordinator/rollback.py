@@ -12,13 +12,14 @@ from __future__ import annotations
 import time as clock
 
 from chaos.crash_points import crash_point, register
+from coordinator import markers
 from timeline import avro_metadata
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import TandemError
 from timeline.file_names import parse_base_file, split_path
 from timeline.instant import CLOCK, ROLLBACK, Instant, State
 from timeline.mdt import records as mdt_records
-from timeline.table import HEARTBEAT_DIR, TEMP_DIR, Table
+from timeline.table import HEARTBEAT_DIR, Table
 
 PLANNED = register("rollback.planned", "R.rollback.requested written")
 STARTED = register("rollback.inflight", "R.rollback.inflight written")
@@ -28,19 +29,12 @@ MDT_MIRRORED = register("rollback.mdt.mirror", "MDT deltacommit R written")
 INSTANT_REMOVED = register("rollback.instant", "the rolled-back instant's files removed")
 COMPLETED = register("rollback.complete", "R.rollback completed")
 
-MARKER_SUFFIX = ".marker."
-
 
 def files_of(table: Table, time: str) -> list[str]:
     """Data files instant `time` may have written: from its markers, else by listing."""
-    prefix = f"{TEMP_DIR}/{time}"
-    paths = [
-        e.path[len(prefix) + 1 : e.path.rfind(MARKER_SUFFIX)]
-        for e in table.storage.list_files(prefix)
-        if MARKER_SUFFIX in e.path
-    ]
-    if paths:
-        return sorted(set(paths))
+    marked = markers.marked_files(table.storage, time)
+    if marked:
+        return marked
     listed = []
     for entry in table.storage.list_files(""):
         if entry.path.startswith(".hoodie/"):
@@ -107,7 +101,7 @@ def resume(table: Table, rollback_instant: Instant) -> None:
         mirror_deltacommit(table, timeline, rollback_instant.time, mdt_records.from_deleted_paths(paths))
         crash_point(MDT_MIRRORED)
     timeline.delete_instant_files(target["commitTime"], target["action"])
-    table.storage.delete_dir(f"{TEMP_DIR}/{target['commitTime']}")
+    table.storage.delete_dir(markers.marker_dir(target["commitTime"]))
     table.storage.delete(f"{HEARTBEAT_DIR}/{target['commitTime']}")
     crash_point(INSTANT_REMOVED)
     by_partition: dict[str, list[str]] = {}

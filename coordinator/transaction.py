@@ -7,6 +7,8 @@ name, so whatever a crash leaves behind can be found and removed.
 from __future__ import annotations
 
 from chaos.crash_points import crash_point, register
+from coordinator import markers
+from coordinator.recovery import recover
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
 from timeline.errors import TandemError
@@ -14,7 +16,7 @@ from timeline.instant import CLOCK, COMMIT, Instant, State
 from timeline.mdt import records as mdt_records
 from timeline.mdt.maintenance import housekeeping
 from timeline.mdt.reader import MetadataReader
-from timeline.table import TEMP_DIR, Table
+from timeline.table import Table
 
 BEGIN_REQUESTED = register("commit.begin.requested", "T.<action>.requested written")
 BEGIN_INFLIGHT = register("commit.begin.inflight", "T inflight written; writing may start")
@@ -23,8 +25,6 @@ WRITE_FILE = register("commit.write.file", "a data file written")
 COMMIT_FINALIZED = register("commit.finalize", "files not in the write stats deleted")
 COMMIT_COMPLETED = register("commit.complete", "T completed on the data timeline")
 COMMIT_CLEANED = register("commit.cleanup", "markers of T deleted")
-
-MARKER_SUFFIX = ".marker."
 
 
 class Transaction:
@@ -43,8 +43,6 @@ class Transaction:
         return self.instant.time
 
     def begin(self) -> str:
-        from coordinator.recovery import recover
-
         recover(self.table)  # EAGER: a single writer owns every pending write instant
         timeline = self.table.timeline()
         mdt = self.table.metadata()
@@ -57,24 +55,13 @@ class Transaction:
         crash_point(BEGIN_INFLIGHT)
         return time
 
-    def marker_dir(self) -> str:
-        return f"{TEMP_DIR}/{self.time}"
-
     def create_marker(self, path: str, kind: str = "CREATE") -> None:
         """Record that `path` (relative to the base) is about to be written."""
-        self.table.storage.create_if_absent(f"{self.marker_dir()}/{path}{MARKER_SUFFIX}{kind}", b"")
+        markers.create_marker(self.table.storage, self.time, path, kind)
         crash_point(WRITE_MARKER)
 
     def marked_files(self) -> list[str]:
-        """Data files this instant may have written, from its markers."""
-        prefix = len(self.marker_dir()) + 1
-        out = []
-        for entry in self.table.storage.list_files(self.marker_dir()):
-            rel = entry.path[prefix:]
-            cut = rel.rfind(MARKER_SUFFIX)
-            if cut > 0:
-                out.append(rel[:cut])
-        return out
+        return markers.marked_files(self.table.storage, self.time)
 
     def finalize(self, metadata: CommitMetadata) -> None:
         """Delete files under markers that the write stats do not name (retried tasks)."""
@@ -93,7 +80,7 @@ class Transaction:
         self.mirror_to_metadata(metadata, timeline)
         done = timeline.complete(self.instant, metadata.to_json_bytes())
         crash_point(COMMIT_COMPLETED)
-        self.table.storage.delete_dir(self.marker_dir())
+        self.table.storage.delete_dir(markers.marker_dir(self.time))
         crash_point(COMMIT_CLEANED)
         self.instant = done
         return done
@@ -113,5 +100,5 @@ class Transaction:
             return
         for path in self.marked_files():
             self.table.storage.delete(path)
-        self.table.storage.delete_dir(self.marker_dir())
+        self.table.storage.delete_dir(markers.marker_dir(self.time))
         self.table.timeline().delete_instant_files(self.time, self.action)

@@ -93,15 +93,18 @@ class ActiveTimeline:
     def avro(self, instant: Instant) -> dict:
         return avro_metadata.decode(self.read(instant), self.storage.uri(self.path(instant)))
 
-    def replaced_file_ids(self, as_of: str | None = None) -> set[tuple[str, str]]:
-        """(partition, fileId) replaced by completed replacecommits up to `as_of`."""
-        replaced: set[tuple[str, str]] = set()
+    def replaced_by(self, as_of: str | None = None) -> dict[tuple[str, str], str]:
+        """(partition, fileId) -> the completed replacecommit (up to `as_of`) that replaced it."""
+        replaced: dict[tuple[str, str], str] = {}
         for instant in self.completed():
             if instant.action != REPLACE_COMMIT or (as_of and instant.time > as_of):
                 continue
             for partition, ids in (self.commit_metadata(instant).partition_to_replace_file_ids or {}).items():
-                replaced.update((partition, fid) for fid in ids)
+                replaced.update(dict.fromkeys(((partition, fid) for fid in ids), instant.time))
         return replaced
+
+    def replaced_file_ids(self, as_of: str | None = None) -> set[tuple[str, str]]:
+        return set(self.replaced_by(as_of))
 
     def latest_schema(self) -> str | None:
         """Avro schema JSON of the data from the latest completed write that has one."""

@@ -22,7 +22,7 @@ from timeline.instant import CLEAN, COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.mdt import layout
 from timeline.mdt import records as rec
 from timeline.mdt.log import DATA, SEAL, LogBlock, encode_log
-from timeline.mdt.reader import MetadataReader, _base_records
+from timeline.mdt.reader import MetadataReader, base_records
 from timeline.mdt.table import MetadataTable
 
 SEALED = register("mdt.compaction.sealed", "old slice sealed, plan not yet written")
@@ -161,7 +161,7 @@ def _merge_planned(mdt: MetadataTable, data_timeline: ActiveTimeline, plan: dict
     records: dict[str, dict] = {}
     if plan.get("base_file"):
         base = mdt.read_base(plan["base_file"])
-        records = _base_records(base, base.column("key").to_pylist())
+        records = base_records(base, base.column("key").to_pylist())
     for path in plan["log_files"]:
         for block in mdt.read_log(path).blocks:
             if block.block_type != DATA or not reader.is_valid(block.instant):

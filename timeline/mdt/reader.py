@@ -78,7 +78,7 @@ class MetadataReader:
                     for record in block.records:
                         if wanted is None or record["key"] in wanted:
                             touched.setdefault(record["key"], []).append(record)
-            base_rows = _base_records(base, list(touched)) if touched else {}
+            base_rows = base_records(base, list(touched)) if touched else {}
             for key, updates in touched.items():
                 merged = base_rows.get(key)
                 for update in updates:
@@ -89,7 +89,7 @@ class MetadataReader:
     # queries -------------------------------------------------------------------------
     def all_partitions(self) -> list[str]:
         view = self.merged([rec.ALL_PARTITIONS])
-        record = view.overrides.get(rec.ALL_PARTITIONS) or _base_records(view.base, [rec.ALL_PARTITIONS]).get(
+        record = view.overrides.get(rec.ALL_PARTITIONS) or base_records(view.base, [rec.ALL_PARTITIONS]).get(
             rec.ALL_PARTITIONS
         )
         partitions = sorted(rec.data_partition(k) for k in rec.live_files(record))
@@ -157,7 +157,7 @@ def _flatten(base: pa.Table) -> pa.Table:
     return table.filter(pc.invert(pc.struct_field(flat, ["value", "isDeleted"])))
 
 
-def _base_records(base: pa.Table | None, keys: list[str]) -> dict[str, dict]:
+def base_records(base: pa.Table | None, keys: list[str]) -> dict[str, dict]:
     if base is None or not keys:
         return {}
     rows = base.filter(pc.is_in(base.column("key"), pa.array(keys, pa.string()))).to_pylist()
