@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from tenacity import (
@@ -69,6 +70,8 @@ class LockProvider(ABC):
         # For lease-based providers: monotonic time after which the lease may have
         # passed. Counted from when the acquiring or renewing request was SENT.
         self.valid_until: float | None = None
+        self._heartbeat: threading.Thread | None = None
+        self._heartbeat_stop = threading.Event()
 
     @abstractmethod
     def try_acquire(self) -> int | None:
@@ -98,6 +101,36 @@ class LockProvider(ABC):
     def lease_deadline(sent_at: float, lease_s: float) -> float:
         """When a lease granted by a request sent at `sent_at` may be gone (with a safety margin)."""
         return sent_at + lease_s - max(0.1 * lease_s, 0.05)
+
+    def start_heartbeat(self, lease_s: float, renew: Callable[[], bool | None]) -> None:
+        """Renew a lease every lease/3 on a daemon thread.
+
+        `renew` returns True when renewed (the deadline moves on from the send
+        time), False when the lock is no longer ours (lost), None when the
+        service could not be reached (try again; the deadline decides).
+        """
+        self.stop_heartbeat()
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(lease_s / 3):
+                sent_at = time.monotonic()
+                renewed = renew()
+                if renewed is False:
+                    self.lost.set()
+                    return
+                if renewed:
+                    self.valid_until = self.lease_deadline(sent_at, lease_s)
+
+        self._heartbeat_stop = stop
+        self._heartbeat = threading.Thread(target=beat, name=f"tandem-{self.name}-lock-heartbeat", daemon=True)
+        self._heartbeat.start()
+
+    def stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat_stop.set()
+            self._heartbeat.join()
+            self._heartbeat = None
 
     def check(self) -> None:
         """Raise if the lock was lost: called before every protected write."""

@@ -10,7 +10,6 @@ AWS chain and are never logged.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
@@ -42,8 +41,6 @@ class DynamoDBLock(LockProvider):
         config = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 1})
         self.client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url, config=config)
         self.rvn: str | None = None
-        self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
         self._table_ready = False
 
     def _ensure_table(self) -> None:
@@ -107,7 +104,7 @@ class DynamoDBLock(LockProvider):
             self.rvn = None
             return None
         self._conditional_update("SET owner_info = :owner", {":owner": {"S": owner.to_json()}})
-        self._start_heartbeat()
+        self.start_heartbeat(self.lease_s, self._renew)
         return token
 
     def _conditional_update(self, expression: str, values: dict) -> bool:
@@ -124,31 +121,15 @@ class DynamoDBLock(LockProvider):
         except self.client.exceptions.ConditionalCheckFailedException:
             return False
 
-    def _start_heartbeat(self) -> None:
-        self._stop = threading.Event()
-        stop = self._stop
-
-        def beat() -> None:
-            while not stop.wait(self.lease_s / 3):
-                expires = str(int((time.time() + self.lease_s) * 1000))
-                sent_at = time.monotonic()
-                try:
-                    still_ours = self._conditional_update("SET expires_at = :exp", {":exp": {"N": expires}})
-                except Exception:  # endpoint unreachable: keep trying until the lease says otherwise
-                    continue
-                if not still_ours:
-                    self.lost.set()
-                    return
-                self.valid_until = self.lease_deadline(sent_at, self.lease_s)
-
-        self._heartbeat = threading.Thread(target=beat, name="tandem-dynamodb-heartbeat", daemon=True)
-        self._heartbeat.start()
+    def _renew(self) -> bool | None:
+        expires = str(int((time.time() + self.lease_s) * 1000))
+        try:
+            return self._conditional_update("SET expires_at = :exp", {":exp": {"N": expires}})
+        except Exception:  # endpoint unreachable: keep trying until the lease says otherwise
+            return None
 
     def release(self) -> None:
-        self._stop.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join()
-            self._heartbeat = None
+        self.stop_heartbeat()
         if self.token is not None and self.rvn is not None:
             try:
                 self._conditional_update("REMOVE rvn, owner_info SET expires_at = :zero", {":zero": {"N": "0"}})

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -36,8 +35,6 @@ class FileLock(LockProvider):
         self.fence_path = os.path.join(self.dir, "fence")
         self.lease_s = lease_s
         self.holder_id = uuid.uuid4().hex
-        self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
 
     def _read(self, path: str | None = None) -> dict | None:
         try:
@@ -104,7 +101,7 @@ class FileLock(LockProvider):
         token = self._next_token()
         owner.token = token
         self._rewrite(self._doc(owner))
-        self._start_heartbeat(owner)
+        self.start_heartbeat(self.lease_s, lambda: self._rewrite(self._doc(owner)))
         return token
 
     def _next_token(self) -> int:
@@ -133,26 +130,8 @@ class FileLock(LockProvider):
         os.replace(tmp, self.path)
         return True
 
-    def _start_heartbeat(self, owner: OwnerInfo) -> None:
-        self._stop = threading.Event()
-        stop = self._stop
-
-        def beat() -> None:
-            while not stop.wait(self.lease_s / 3):
-                sent_at = time.monotonic()
-                if not self._rewrite(self._doc(owner)):
-                    self.lost.set()
-                    return
-                self.valid_until = self.lease_deadline(sent_at, self.lease_s)
-
-        self._heartbeat = threading.Thread(target=beat, name="tandem-file-lock-heartbeat", daemon=True)
-        self._heartbeat.start()
-
     def release(self) -> None:
-        self._stop.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join()
-            self._heartbeat = None
+        self.stop_heartbeat()
         if self.token is None:
             return
         self._remove_if(lambda doc: doc.get("holder_id") == self.holder_id)
