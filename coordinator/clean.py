@@ -14,9 +14,9 @@ from coordinator.rollback import mirror_deltacommit
 from timeline import avro_metadata
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import BadInputError
-from timeline.file_names import BaseFile
+from timeline.file_names import BaseFile, group_by_partition
 from timeline.fs_view import FileSystemView
-from timeline.instant import CLEAN, CLOCK, Instant, State
+from timeline.instant import CLEAN, Instant, State
 from timeline.mdt import records as mdt_records
 from timeline.table import Table
 
@@ -66,11 +66,8 @@ def clean(table: Table, policy: str = KEEP_LATEST_COMMITS, retained: int = 10) -
     paths, earliest = plan_files(view, timeline, policy, retained)
     if not paths:
         return None
-    mdt = table.metadata()
-    time = CLOCK.next_after(timeline.last_time(), mdt.timeline().last_time() if mdt.exists() else "")
-    by_partition: dict[str, list[str]] = defaultdict(list)
-    for path in paths:
-        by_partition[path.rpartition("/")[0]].append(path)
+    time = table.new_instant_time(timeline)
+    by_partition = group_by_partition(paths)
     plan = {
         "earliestInstantToRetain": {"timestamp": earliest, "action": "commit", "state": "COMPLETED"}
         if earliest

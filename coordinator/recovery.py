@@ -26,19 +26,32 @@ class RecoveryReport:
     metadata: Housekeeping | None = None
 
 
-def recover(table: Table, skip: set[str] | None = None) -> RecoveryReport:
-    report = RecoveryReport()
-    for instant in table.timeline().pending():
+def roll_back_orphans(table: Table, report: RecoveryReport | None = None) -> RecoveryReport:
+    """Finish pending rollbacks, roll back orphan writes, finish pending cleans.
+
+    Run at every `begin`; the MDT's own housekeeping waits for the commit step.
+    """
+    report = report or RecoveryReport()
+    pending = table.timeline().pending()
+    for instant in pending:
         if instant.action == ROLLBACK:
             rollback_service.resume(table, instant)
             report.resumed_rollbacks.append(instant.time)
-    for instant in table.timeline().pending():
-        if instant.action in ORPHAN_ACTIONS and instant.time not in (skip or set()):
+    if report.resumed_rollbacks:  # finished rollbacks removed their targets from the timeline
+        pending = table.timeline().pending()
+    for instant in pending:
+        if instant.action in ORPHAN_ACTIONS:
             report.rolled_back[instant.time] = rollback_service.rollback(table, instant)
-    for instant in table.timeline().pending():
+    for instant in pending:
         if instant.action == CLEAN:
             clean_service.resume(table, instant)
             report.resumed_cleans.append(instant.time)
+    return report
+
+
+def recover(table: Table) -> RecoveryReport:
+    """`tandem recover`: orphans in both tables, then MDT housekeeping (pending compactions)."""
+    report = roll_back_orphans(table)
     mdt = table.metadata()
     if mdt.exists():
         report.metadata = housekeeping(mdt, table.timeline(), table.max_delta_commits)

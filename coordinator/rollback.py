@@ -16,8 +16,9 @@ from coordinator import markers
 from timeline import avro_metadata
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import TandemError
-from timeline.file_names import parse_base_file, split_path
-from timeline.instant import CLOCK, ROLLBACK, Instant, State
+from timeline.file_names import group_by_partition
+from timeline.fs_view import list_base_files
+from timeline.instant import ROLLBACK, Instant, State
 from timeline.mdt import records as mdt_records
 from timeline.table import HEARTBEAT_DIR, Table
 
@@ -35,21 +36,10 @@ def files_of(table: Table, time: str) -> list[str]:
     marked = markers.marked_files(table.storage, time)
     if marked:
         return marked
-    listed = []
-    for entry in table.storage.list_files(""):
-        if entry.path.startswith(".hoodie/"):
-            continue
-        partition, name = split_path(entry.path)
-        parsed = parse_base_file(partition, name)
-        if parsed is not None and parsed.instant == time:
-            listed.append(entry.path)
-    return sorted(listed)
+    return sorted(f.path for f in list_base_files(table.storage) if f.instant == time)
 
 
 def _plan(instant: Instant, paths: list[str]) -> dict:
-    by_partition: dict[str, list[str]] = {}
-    for path in paths:
-        by_partition.setdefault(split_path(path)[0], []).append(path)
     return {
         "instantToRollback": {"commitTime": instant.time, "action": instant.action},
         "RollbackRequests": [
@@ -60,7 +50,7 @@ def _plan(instant: Instant, paths: list[str]) -> dict:
                 "filesToBeDeleted": files,
                 "logBlocksToBeDeleted": None,
             }
-            for partition, files in sorted(by_partition.items())
+            for partition, files in sorted(group_by_partition(paths).items())
         ],
         "version": 1,
     }
@@ -71,8 +61,7 @@ def rollback(table: Table, target: Instant) -> str:
     timeline = table.timeline()
     if target.is_completed:
         raise TandemError(f"{target.time} is completed; recovery never rolls back a completed instant")
-    mdt = table.metadata()
-    time = CLOCK.next_after(timeline.last_time(), mdt.timeline().last_time() if mdt.exists() else "")
+    time = table.new_instant_time(timeline)
     plan = _plan(target, files_of(table, target.time))
     requested = timeline.create_requested(
         Instant(time, ROLLBACK, State.REQUESTED), avro_metadata.encode("HoodieRollbackPlan", plan)
@@ -104,9 +93,6 @@ def resume(table: Table, rollback_instant: Instant) -> None:
     table.storage.delete_dir(markers.marker_dir(target["commitTime"]))
     table.storage.delete(f"{HEARTBEAT_DIR}/{target['commitTime']}")
     crash_point(INSTANT_REMOVED)
-    by_partition: dict[str, list[str]] = {}
-    for path in paths:
-        by_partition.setdefault(split_path(path)[0], []).append(path)
     metadata = {
         "startRollbackTime": rollback_instant.time,
         "timeTakenInMillis": int((clock.time() - started) * 1000),
@@ -120,7 +106,7 @@ def resume(table: Table, rollback_instant: Instant) -> None:
                 "rollbackLogFiles": None,
                 "writtenLogFiles": None,
             }
-            for p, files in by_partition.items()
+            for p, files in group_by_partition(paths).items()
         },
         "version": 1,
         "instantsRollback": [target],

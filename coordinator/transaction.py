@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from chaos.crash_points import crash_point, register
 from coordinator import markers
-from coordinator.recovery import recover
+from coordinator.recovery import roll_back_orphans
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
 from timeline.errors import TandemError
-from timeline.instant import CLOCK, COMMIT, Instant, State
+from timeline.instant import COMMIT, Instant, State
 from timeline.mdt import records as mdt_records
 from timeline.mdt.maintenance import housekeeping
 from timeline.mdt.reader import MetadataReader
@@ -43,10 +43,9 @@ class Transaction:
         return self.instant.time
 
     def begin(self) -> str:
-        recover(self.table)  # EAGER: a single writer owns every pending write instant
+        roll_back_orphans(self.table)  # EAGER: a single writer owns every pending write instant
         timeline = self.table.timeline()
-        mdt = self.table.metadata()
-        time = CLOCK.next_after(timeline.last_time(), mdt.timeline().last_time() if mdt.exists() else "")
+        time = self.table.new_instant_time(timeline)
         instant = Instant(time, self.action, State.REQUESTED)
         timeline.create_requested(instant)
         crash_point(BEGIN_REQUESTED)

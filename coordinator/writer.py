@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -47,7 +47,10 @@ class WriteResult:
     operation: str
     metadata: CommitMetadata
     rows_in: int
-    files_written: list[str] = field(default_factory=list)
+
+    @property
+    def files_written(self) -> list[str]:
+        return [s.path for s in self.metadata.write_stats()]
 
 
 @dataclass
@@ -278,7 +281,7 @@ class LocalWriter:
         except Exception:
             txn.abort()
             raise
-        return WriteResult(txn.time, operation, metadata, data.num_rows, [s.path for s in metadata.write_stats()])
+        return WriteResult(txn.time, operation, metadata, data.num_rows)
 
 
 def _data_schema(rows: pa.Table, existing: pa.Schema | None, operation: str) -> pa.Schema:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 import zipfile
 from pathlib import Path
@@ -110,3 +112,13 @@ def wait_until(predicate, deadline_s: float, what: str) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out after {deadline_s}s waiting for {what}")
+
+
+def tandem(*args: str, crash_at: str | None = None) -> subprocess.CompletedProcess:
+    """Run the `tandem` CLI in its own process; `crash_at` kills it at that crash point."""
+    env = {**os.environ}
+    if crash_at:
+        env["TANDEM_CRASH_AT"] = crash_at
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, env=env, timeout=120
+    )

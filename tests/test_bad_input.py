@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from coordinator.writer import LocalWriter
-from tests.conftest import unzip_fixture
+from tests.conftest import tandem, unzip_fixture
 from timeline import avro_metadata, properties
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
@@ -18,10 +16,6 @@ from timeline.errors import BadInputError, CorruptInstantError, NotATableError
 from timeline.instant import Instant, State
 from timeline.storage import Storage
 from timeline.table import Table
-
-
-def tandem(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, timeout=120)
 
 
 def tree(path: Path) -> dict[str, bytes]:

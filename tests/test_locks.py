@@ -13,7 +13,7 @@ import pytest
 
 from locks.base import RetryPolicy
 from locks.config import open_lock, uri_from_hudi_config
-from tests.conftest import wait_until
+from tests.conftest import tandem, wait_until
 from tests.servers import MotoServer
 from timeline.errors import BadInputError, LockError
 
@@ -198,8 +198,7 @@ def test_dynamodb_endpoint_down_then_up(tmp_path, aws_env):
     from timeline.table import Table
 
     table = Table.create(str(tmp_path / "table"), "t", ["id"])
-    cli = [sys.executable, "-m", "coordinator", "lock", "status", table.uri, "--lock", uri]
-    status = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    status = tandem("lock", "status", table.uri, "--lock", uri)
     assert status.returncode == 4 and "cannot reach the dynamodb lock service" in status.stderr
     # Down, then back up while an acquire is retrying: it succeeds within its bound.
     result: dict = {}
@@ -295,14 +294,13 @@ def test_lock_cli_status_and_forced_release(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"])
     holder = open_lock("file?lease_ms=1500", table.uri, "t")
     token = holder.acquire(instant="20260101000000000")
-    tandem = [sys.executable, "-m", "coordinator", "lock"]
-    status = subprocess.run([*tandem, "status", table.uri, "--json"], capture_output=True, text=True, timeout=60)
+    status = tandem("lock", "status", table.uri, "--json")
     assert status.returncode == 0, status.stderr
     assert f'"token": {token}' in status.stdout and '"held": true' in status.stdout
-    refused = subprocess.run([*tandem, "release", table.uri], capture_output=True, text=True, timeout=60)
+    refused = tandem("lock", "release", table.uri)
     assert refused.returncode == 2 and "--force" in refused.stderr
     assert holder.owner() is not None
-    forced = subprocess.run([*tandem, "release", table.uri, "--force"], capture_output=True, text=True, timeout=60)
+    forced = tandem("lock", "release", table.uri, "--force")
     assert forced.returncode == 0 and f"pid {os.getpid()}" in forced.stdout
     assert holder.owner() is None
     wait_until(holder.lost.is_set, 30, "the holder to find its lock gone")

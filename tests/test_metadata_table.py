@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,7 +14,7 @@ from chaos.crash_points import SimulatedCrash, simulate
 from coordinator.clean import clean
 from coordinator.recovery import recover
 from coordinator.writer import LocalWriter
-from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, unzip_fixture
+from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, tandem, unzip_fixture
 from timeline.errors import BadInputError, TandemError
 from timeline.mdt import compaction, layout
 from timeline.mdt.bootstrap import initialize, validate
@@ -158,15 +155,6 @@ def _crash_a_service(table: Table, writer: LocalWriter, point: str, version: int
                 recover(table)
     except SimulatedCrash:
         pass
-
-
-def tandem(*args: str, crash_at: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ}
-    if crash_at:
-        env["TANDEM_CRASH_AT"] = crash_at
-    return subprocess.run(
-        [sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, env=env, timeout=120
-    )
 
 
 def _input(tmp_path: Path, name: str, ids: list[int], version: int) -> str:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,15 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from coordinator.writer import LocalWriter
-from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, unzip_fixture
+from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, tandem, unzip_fixture
 from timeline.reader import read_view
 from timeline.table import META_COLUMNS, Table
-
-TANDEM = [sys.executable, "-m", "coordinator"]
-
-
-def tandem(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*TANDEM, *args], capture_output=True, text=True, timeout=120)
 
 
 def our_read(path: str, as_of: str | None = None) -> pa.Table:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from timeline import avro_metadata
 from timeline.commit_metadata import CommitMetadata
@@ -61,8 +62,13 @@ class ActiveTimeline:
     def completed_writes(self) -> list[Instant]:
         return [i for i in self.instants if i.is_completed and i.action in WRITE_ACTIONS]
 
-    def completed_times(self) -> set[str]:
-        return {i.time for i in self.instants if i.is_completed}
+    @cached_property
+    def _completed_times(self) -> frozenset[str]:
+        # A loaded timeline is never mutated (reload() returns a new one), so this is computed once.
+        return frozenset(i.time for i in self.instants if i.is_completed)
+
+    def completed_times(self) -> frozenset[str]:
+        return self._completed_times
 
     def find(self, time: str) -> Instant | None:
         for instant in self.instants:

@@ -55,3 +55,11 @@ def split_path(path: str) -> tuple[str, str]:
     """(partition, file name) of a path relative to the table base."""
     partition, _, name = path.rpartition("/")
     return partition, name
+
+
+def group_by_partition(paths: list[str]) -> dict[str, list[str]]:
+    """Paths relative to the base, grouped by partition, in input order."""
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        groups.setdefault(split_path(path)[0], []).append(path)
+    return groups

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from timeline.active_timeline import ActiveTimeline
@@ -22,9 +23,23 @@ class FileGroup:
         return max(self.base_files, key=lambda f: f.instant)
 
 
+LISTING_THREADS = 16
+
+
+def list_table_files(storage: Storage) -> list[FileEntry]:
+    """Every file outside `.hoodie/`, listed one top-level folder per thread."""
+    top = [i for i in storage.list_dir("") if not i.base_name.startswith(".")]
+    entries = [FileEntry(i.base_name, int(i.size or 0)) for i in top if i.type.name == "File"]
+    folders = [i.base_name for i in top if i.type.name == "Directory"]
+    with ThreadPoolExecutor(LISTING_THREADS) as pool:
+        for listed in pool.map(storage.list_files, folders):
+            entries.extend(listed)
+    return entries
+
+
 def list_base_files(storage: Storage) -> list[BaseFile]:
     """Every Hudi base file in the table's partition folders (a storage listing)."""
-    return parse_listing(storage.list_files(""))
+    return parse_listing(list_table_files(storage))
 
 
 def parse_listing(entries: Iterable[FileEntry]) -> list[BaseFile]:

@@ -8,6 +8,7 @@ from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
 from timeline.errors import BadInputError
 from timeline.file_names import parse_base_file
 from timeline.fs_view import FileSystemView, list_base_files
+from timeline.instant import CLOCK
 from timeline.mdt.reader import MetadataReader
 from timeline.mdt.table import MetadataTable
 from timeline.storage import Storage
@@ -74,6 +75,11 @@ class Table:
 
     def metadata(self) -> MetadataTable:
         return MetadataTable(self.storage)
+
+    def new_instant_time(self, timeline: ActiveTimeline) -> str:
+        """An instant time strictly greater than every instant on both timelines."""
+        mdt = self.metadata()
+        return mdt.next_instant(timeline) if mdt.exists() else CLOCK.next_after(timeline.last_time())
 
     def storage_view(self, as_of: str | None = None, timeline: ActiveTimeline | None = None) -> FileSystemView:
         """The view from a full storage listing (slow on object stores)."""

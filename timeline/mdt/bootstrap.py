@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -11,26 +10,19 @@ import pyarrow as pa
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import BadInputError
 from timeline.file_names import PARTITION_METADATA, split_path
-from timeline.fs_view import parse_listing
+from timeline.fs_view import list_table_files, parse_listing
 from timeline.instant import COMPACTION, Instant, State
 from timeline.mdt import records as rec
 from timeline.mdt.compaction import execute
 from timeline.mdt.reader import LISTING_SCHEMA, MetadataReader
 from timeline.mdt.table import MetadataTable
 from timeline.metrics import INITIALIZE, METRICS, VALIDATE_ERRORS
-from timeline.storage import FileEntry, Storage
-
-LISTING_THREADS = 16
+from timeline.storage import Storage
 
 
 def list_storage(storage: Storage, data_timeline: ActiveTimeline) -> pa.Table:
     """(partition, file, size) of every base file of a completed instant, listed in parallel."""
-    top = [i for i in storage.list_dir("") if not i.base_name.startswith(".")]
-    entries: list[FileEntry] = [FileEntry(i.base_name, int(i.size or 0)) for i in top if i.type.name == "File"]
-    folders = [i.base_name for i in top if i.type.name == "Directory"]
-    with ThreadPoolExecutor(LISTING_THREADS) as pool:
-        for listed in pool.map(lambda folder: storage.list_files(folder), folders):
-            entries.extend(listed)
+    entries = list_table_files(storage)
     files = [f for f in parse_listing(entries) if data_timeline.is_completed_or_archived(f.instant)]
     partitions = {split_path(e.path)[0] for e in entries if e.path.endswith(PARTITION_METADATA)}
     partitions |= {f.partition for f in files}

@@ -8,7 +8,7 @@ partitions. Merge: union of files, a tombstone removes, size = max.
 from __future__ import annotations
 
 from timeline.commit_metadata import CommitMetadata
-from timeline.file_names import split_path
+from timeline.file_names import group_by_partition, split_path
 
 ALL_PARTITIONS = "__all_partitions__"
 TYPE_PARTITION_LIST = 1
@@ -115,11 +115,8 @@ def from_commit(metadata: CommitMetadata, known_partitions: set[str]) -> list[di
 
 def from_deleted_paths(paths: list[str], deleted_partitions: list[str] = ()) -> list[dict]:
     """Tombstones for files a clean or rollback deleted (paths relative to the base)."""
-    removed: dict[str, list[str]] = {}
-    for path in paths:
-        partition, name = split_path(path)
-        removed.setdefault(partition, []).append(name)
-    records = [file_list(p, {}, sorted(names)) for p, names in sorted(removed.items())]
+    removed = group_by_partition(paths)
+    records = [file_list(p, {}, sorted(split_path(x)[1] for x in group)) for p, group in sorted(removed.items())]
     if deleted_partitions:
         records.append(partition_list([], list(deleted_partitions)))
     return records
