@@ -1,7 +1,9 @@
 """Cleaning old file versions (KEEP_LATEST_COMMITS / KEEP_LATEST_FILE_VERSIONS).
 
-Plan (`K.clean.requested`, Hudi's HoodieCleanerPlan), delete the files, mirror
-the deletions into the MDT as deltacommit K, then complete `K.clean`.
+Plan (`K.clean.requested`, Hudi's HoodieCleanerPlan) under the lock, delete
+the files outside it (a heartbeat marks the clean as alive meanwhile), then
+under the lock mirror the deletions into the MDT as deltacommit K and complete
+`K.clean`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,11 @@ import time as clock
 from collections import defaultdict
 
 from chaos.crash_points import crash_point, register
+from coordinator.config import CoordinatorConfig
+from coordinator.heartbeat import Heartbeat, heartbeat_path
+from coordinator.locking import held, table_lock
 from coordinator.rollback import mirror_deltacommit
+from locks.base import LockProvider
 from timeline import avro_metadata
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import BadInputError
@@ -59,8 +65,31 @@ def plan_files(view: FileSystemView, timeline: ActiveTimeline, policy: str, reta
     return sorted(doomed), earliest
 
 
-def clean(table: Table, policy: str = KEEP_LATEST_COMMITS, retained: int = 10) -> str | None:
-    """Plan and run one clean; None when there is nothing to delete."""
+def clean(table: Table, config: CoordinatorConfig | None = None, lock: LockProvider | None = None) -> str | None:
+    """Plan and run one clean under `lock` (the configured one if None); None when nothing to delete."""
+    from coordinator.recovery import roll_back_orphans
+
+    config = config or CoordinatorConfig()
+    provider = lock or table_lock(table, config)
+    try:
+        with held(provider):
+            roll_back_orphans(table, config)
+            requested = _plan(table, config.clean_policy, config.retained)
+            if requested is None:
+                return None
+            heartbeat = Heartbeat(table.storage, requested.time, config.heartbeat_interval_ms / 1000, 0)
+            heartbeat.start()
+        try:
+            resume(table, requested, provider)
+        finally:
+            heartbeat.stop()
+        return requested.time
+    finally:
+        if lock is None:
+            provider.close()
+
+
+def _plan(table: Table, policy: str, retained: int) -> Instant | None:
     timeline = table.timeline()
     view = table.view()
     paths, earliest = plan_files(view, timeline, policy, retained)
@@ -84,12 +113,11 @@ def clean(table: Table, policy: str = KEEP_LATEST_COMMITS, retained: int = 10) -
         Instant(time, CLEAN, State.REQUESTED), avro_metadata.encode("HoodieCleanerPlan", plan)
     )
     crash_point(PLANNED)
-    resume(table, requested)
-    return time
+    return requested
 
 
-def resume(table: Table, clean_instant: Instant) -> None:
-    """Carry out (or finish) clean K from its plan."""
+def resume(table: Table, clean_instant: Instant, lock: LockProvider | None = None) -> None:
+    """Carry out (or finish) clean K from its plan; `lock` is taken for the finish, else the caller holds it."""
     started = clock.time()
     timeline = table.timeline()
     plan = timeline.avro(clean_instant.with_state(State.REQUESTED))
@@ -103,6 +131,21 @@ def resume(table: Table, clean_instant: Instant) -> None:
     for path in paths:
         table.storage.delete(path)
     crash_point(FILES_DELETED)
+    if lock is None:
+        _finish(table, clean_instant, plan, per_partition, started)
+    else:
+        with held(lock, clean_instant.time):
+            _finish(table, clean_instant, plan, per_partition, started)
+
+
+def _finish(table: Table, clean_instant: Instant, plan: dict, per_partition: dict, started: float) -> None:
+    """Mirror into the MDT, then complete K (under the lock); a no-op if someone finished it."""
+    timeline = table.timeline()
+    current = timeline.find(clean_instant.time)
+    if current is None or current.is_completed:
+        return
+    paths = [p for files in per_partition.values() for p in files]
+    table.storage.delete(heartbeat_path(clean_instant.time))
     if table.metadata().exists():
         mirror_deltacommit(table, timeline, clean_instant.time, mdt_records.from_deleted_paths(paths))
         crash_point(MDT_MIRRORED)

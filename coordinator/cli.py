@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import click
@@ -12,6 +13,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from coordinator.config import CoordinatorConfig, parse_settings
 from coordinator.input_files import read_input
 from coordinator.writer import OPERATIONS, LocalWriter
 from timeline.errors import BadInputError, LockError, TandemError
@@ -41,6 +43,29 @@ def _check_instant(text: str | None) -> str | None:
     return text
 
 
+def coordinator_options(command):
+    """`--lock URI` and repeatable `--set KEY=VALUE` (Hudi key names or Python names)."""
+    command = click.option(
+        "--set",
+        "settings",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A coordinator setting, e.g. hoodie.cleaner.policy.failed.writes=LAZY (repeatable).",
+    )(command)
+    return click.option(
+        "--lock",
+        "lock_uri",
+        default=None,
+        envvar="TANDEM_LOCK",
+        help="[env TANDEM_LOCK] Lock URI: file (default), memory, zk://HOST:PORT/PATH, dynamodb://TABLE?region=R&endpoint=URL.",
+    )(command)
+
+
+def _config(lock_uri: str | None, settings: tuple[str, ...]) -> CoordinatorConfig:
+    config = CoordinatorConfig.from_hudi(parse_settings(settings))
+    return replace(config, lock_uri=lock_uri) if lock_uri else config
+
+
 @click.group()
 def cli() -> None:
     """Tandem: commit a Hudi data table and its metadata table as one transaction."""
@@ -65,11 +90,15 @@ def init(path: str, name: str, record_key: str, partition_by: str | None, hive_s
 @click.option("--operation", type=click.Choice(OPERATIONS), required=True)
 @click.option("--engine", type=click.Choice(["local"]), default="local", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
-def write(path: str, input_path: str, operation: str, engine: str, as_json: bool):
-    """Write a file of rows as one instant."""
+@coordinator_options
+def write(
+    path: str, input_path: str, operation: str, engine: str, as_json: bool, lock_uri: str | None, settings: tuple
+):
+    """Write a file of rows as one instant (exit 3 if it lost a conflict, 4 if the lock was unavailable)."""
+    config = _config(lock_uri, settings)
     table = Table.open(path)
     data = read_input(input_path)
-    result = LocalWriter(table).write(data, operation)
+    result = LocalWriter(table, coordinator=config).write(data, operation)
     doc = {
         "instant": result.instant,
         "operation": operation,
@@ -287,15 +316,20 @@ def metadata_validate(path: str, as_json: bool):
 
 @cli.command()
 @click.argument("path")
-def recover(path: str):
+@coordinator_options
+def recover(path: str, lock_uri: str | None, settings: tuple):
     """Roll back orphan instants in both tables, finish interrupted services, retry compactions."""
-    from coordinator.recovery import recover as run_recovery
+    from coordinator.services import recover_table
 
-    report = run_recovery(Table.open(path))
+    config = _config(lock_uri, settings)
+    table = Table.open(path)
+    report = _with_lock(table, config, lambda lock: recover_table(table, config, lock))
     for orphan, rollback_time in report.rolled_back.items():
         click.echo(f"rolled back {orphan} (rollback {rollback_time})")
     for time in report.resumed_rollbacks + report.resumed_cleans:
         click.echo(f"finished interrupted {time}")
+    if report.stray_files:
+        click.echo(f"removed {len(report.stray_files)} file(s) written after their instant was rolled back")
     if report.metadata:
         for time in report.metadata.rolled_back:
             click.echo(f"rolled back metadata deltacommit {time}")
@@ -309,32 +343,97 @@ def recover(path: str):
 @click.option(
     "--policy",
     type=click.Choice(["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"]),
-    default="KEEP_LATEST_COMMITS",
-    show_default=True,
+    default=None,
+    help="Clean policy (default KEEP_LATEST_COMMITS, or hoodie.cleaner.policy).",
 )
-@click.option("--retained", default=10, show_default=True, help="Commits (or file versions) to retain.")
-def clean(path: str, policy: str, retained: int):
+@click.option("--retained", type=int, default=None, help="Commits (or file versions) to retain (default 10 / 1).")
+@coordinator_options
+def clean(path: str, policy: str | None, retained: int | None, lock_uri: str | None, settings: tuple):
     """Delete file versions no longer needed, mirrored into the metadata table."""
     from coordinator.clean import clean as run_clean
 
-    time = run_clean(Table.open(path), policy, retained)
+    config = _clean_config(_config(lock_uri, settings), policy, retained)
+    table = Table.open(path)
+    time = _with_lock(table, config, lambda lock: run_clean(table, config, lock))
     click.echo(f"cleaned at {time}" if time else "nothing to clean")
+
+
+def _clean_config(config: CoordinatorConfig, policy: str | None, retained: int | None) -> CoordinatorConfig:
+    if policy:
+        config = replace(config, clean_policy=policy)
+    if retained is not None:
+        field = "file_versions_retained" if config.clean_policy == "KEEP_LATEST_FILE_VERSIONS" else "commits_retained"
+        config = replace(config, **{field: retained})
+    return config
+
+
+def _with_lock(table: Table, config: CoordinatorConfig, action):
+    from coordinator.locking import table_lock
+
+    lock = table_lock(table, config)
+    try:
+        return action(lock)
+    finally:
+        lock.close()
 
 
 @cli.command()
 @click.argument("path")
-def compact(path: str):
+@coordinator_options
+def compact(path: str, lock_uri: str | None, settings: tuple):
     """Run pending metadata compactions, and schedule and run one now if any logs exist."""
-    from timeline.mdt import compaction
+    from coordinator.services import compact as run_compaction
 
+    config = _config(lock_uri, settings)
     table = Table.open(path)
-    mdt = _require_mdt(table)
-    done = compaction.run_pending(mdt, table.timeline())
-    scheduled = compaction.schedule(mdt, table.timeline())
-    if scheduled:
-        compaction.execute(mdt, table.timeline(), scheduled)
-        done.append(scheduled)
+    report = _with_lock(table, config, lambda lock: run_compaction(table, config, lock, force=True))
+    done = report.compacted
     click.echo(f"completed metadata compaction(s): {', '.join(done)}" if done else "nothing to compact")
+
+
+@cli.command()
+@click.argument("path")
+@coordinator_options
+def archive(path: str, lock_uri: str | None, settings: tuple):
+    """Move old completed instants of both timelines to their archived timelines (DESIGN §6)."""
+    from coordinator.services import archive_table
+
+    config = _config(lock_uri, settings)
+    table = Table.open(path)
+    report = _with_lock(table, config, lambda lock: archive_table(table, config, lock))
+    click.echo(f"archived {len(report.data)} data instant(s) and {len(report.metadata)} metadata instant(s)")
+
+
+@cli.command()
+@click.argument("kind", type=click.Choice(["clean", "compact"]))
+@click.argument("path")
+@click.option("--interval", default=30.0, show_default=True, help="Seconds between runs.")
+@click.option("--max-runs", type=int, default=None, help="Stop after this many runs (default: until SIGTERM).")
+@click.option(
+    "--policy",
+    type=click.Choice(["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"]),
+    default=None,
+    help="Clean policy for `worker clean`.",
+)
+@click.option("--retained", type=int, default=None, help="Retention for `worker clean`.")
+@coordinator_options
+def worker(
+    kind: str,
+    path: str,
+    interval: float,
+    max_runs: int | None,
+    policy: str | None,
+    retained: int | None,
+    lock_uri: str | None,
+    settings: tuple,
+):
+    """Run clean or metadata compaction every --interval seconds under the table's lock; SIGTERM stops it."""
+    from coordinator.worker import run_worker
+
+    if interval < 0 or (max_runs is not None and max_runs < 1):
+        raise BadInputError("--interval must be >= 0 and --max-runs >= 1")
+    config = _clean_config(_config(lock_uri, settings), policy, retained)
+    run_worker(Table.open(path), kind, config, interval, max_runs, lambda line: click.echo(line))
 
 
 @cli.group()

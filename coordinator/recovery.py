@@ -1,8 +1,13 @@
 """Recovery: finish interrupted table services, roll back orphans in both tables, retry compactions.
 
-EAGER policy (single writer): every pending write instant is an orphan. Pending
-rollbacks and cleans are finished from their plans. A completed data instant
-is never rolled back.
+EAGER policy (single writer): every pending write instant is an orphan. LAZY
+(multi-writer): only pending write instants whose heartbeat expired. Pending
+rollbacks (which run wholly under the lock, so a pending one was interrupted)
+are finished from their plans; pending cleans too, once their heartbeat
+expired (a live one belongs to a running clean worker). Marker folders of
+instants no longer on the timeline (a paused writer that kept writing after
+its instant was rolled back) lose their files. A completed data instant is
+never rolled back. Callers hold the lock.
 """
 
 from __future__ import annotations
@@ -10,10 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from coordinator import clean as clean_service
+from coordinator import markers
 from coordinator import rollback as rollback_service
-from timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK
+from coordinator.config import EAGER, CoordinatorConfig
+from coordinator.heartbeat import is_expired
+from timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, Instant
 from timeline.mdt.maintenance import Housekeeping, housekeeping
-from timeline.table import Table
+from timeline.table import TEMP_DIR, Table
 
 ORPHAN_ACTIONS = {COMMIT, REPLACE_COMMIT, DELTA_COMMIT}
 
@@ -23,14 +31,43 @@ class RecoveryReport:
     resumed_rollbacks: list[str] = field(default_factory=list)
     rolled_back: dict[str, str] = field(default_factory=dict)  # orphan -> rollback instant
     resumed_cleans: list[str] = field(default_factory=list)
+    stray_files: list[str] = field(default_factory=list)
     metadata: Housekeeping | None = None
 
 
-def roll_back_orphans(table: Table, report: RecoveryReport | None = None) -> RecoveryReport:
-    """Finish pending rollbacks, roll back orphan writes, finish pending cleans.
+def is_orphan(table: Table, instant: Instant, config: CoordinatorConfig) -> bool:
+    if instant.action in ORPHAN_ACTIONS:
+        return config.failed_writes_policy == EAGER or is_expired(
+            table.storage, instant.time, config.heartbeat_expiry_s
+        )
+    if instant.action == CLEAN:
+        return is_expired(table.storage, instant.time, config.heartbeat_expiry_s)
+    return False
 
-    Run at every `begin`; the MDT's own housekeeping waits for the commit step.
+
+def remove_stray_markers(table: Table, report: RecoveryReport) -> None:
+    """Marker folders whose instant is gone: delete the files they name (never a completed instant's)."""
+    timeline = table.timeline()
+    pending = {i.time for i in timeline.pending()}
+    for entry in table.storage.list_dir(TEMP_DIR):
+        time = entry.base_name
+        if time in pending:
+            continue
+        if not timeline.is_completed_or_archived(time):
+            for path in markers.marked_files(table.storage, time):
+                if table.storage.delete(path):
+                    report.stray_files.append(path)
+        table.storage.delete_dir(markers.marker_dir(time))
+
+
+def roll_back_orphans(
+    table: Table, config: CoordinatorConfig | None = None, report: RecoveryReport | None = None
+) -> RecoveryReport:
+    """Finish pending rollbacks, roll back orphan writes, finish abandoned cleans, drop stray files.
+
+    Run under the lock at every `begin` and clean; the MDT's own housekeeping waits for the commit step.
     """
+    config = config or CoordinatorConfig()
     report = report or RecoveryReport()
     pending = table.timeline().pending()
     for instant in pending:
@@ -40,19 +77,21 @@ def roll_back_orphans(table: Table, report: RecoveryReport | None = None) -> Rec
     if report.resumed_rollbacks:  # finished rollbacks removed their targets from the timeline
         pending = table.timeline().pending()
     for instant in pending:
-        if instant.action in ORPHAN_ACTIONS:
+        if instant.action in ORPHAN_ACTIONS and is_orphan(table, instant, config):
             report.rolled_back[instant.time] = rollback_service.rollback(table, instant)
     for instant in pending:
-        if instant.action == CLEAN:
+        if instant.action == CLEAN and is_orphan(table, instant, config):
             clean_service.resume(table, instant)
             report.resumed_cleans.append(instant.time)
+    remove_stray_markers(table, report)
     return report
 
 
-def recover(table: Table) -> RecoveryReport:
-    """`tandem recover`: orphans in both tables, then MDT housekeeping (pending compactions)."""
-    report = roll_back_orphans(table)
+def recover(table: Table, config: CoordinatorConfig | None = None) -> RecoveryReport:
+    """`tandem recover` (under the lock): orphans in both tables, then MDT housekeeping."""
+    config = config or CoordinatorConfig()
+    report = roll_back_orphans(table, config)
     mdt = table.metadata()
     if mdt.exists():
-        report.metadata = housekeeping(mdt, table.timeline(), table.max_delta_commits)
+        report.metadata = housekeeping(mdt, table.timeline(), config.max_delta_commits)
     return report

@@ -18,7 +18,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from chaos.crash_points import crash_point
+from coordinator.config import CoordinatorConfig
 from coordinator.transaction import WRITE_FILE, Transaction
+from locks.base import LockProvider
 from timeline import keys
 from timeline.avro_schema import arrow_to_avro
 from timeline.commit_metadata import CommitMetadata, WriteStat
@@ -67,10 +69,18 @@ class _FileWrite:
 
 
 class LocalWriter:
-    def __init__(self, table: Table, options: WriteOptions | None = None) -> None:
+    def __init__(
+        self,
+        table: Table,
+        options: WriteOptions | None = None,
+        coordinator: CoordinatorConfig | None = None,
+        lock: LockProvider | None = None,
+    ) -> None:
         self.table = table
         self.config = table.config
         self.options = options or WriteOptions()
+        self.coordinator = coordinator or CoordinatorConfig()
+        self.lock = lock
 
     # preparation -------------------------------------------------------------------
     def _prepare(self, data: pa.Table, operation: str, existing: pa.Schema | None) -> pa.Table:
@@ -261,26 +271,18 @@ class LocalWriter:
         if operation not in OPERATIONS:
             raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
         action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
-        txn = Transaction(self.table, action, operation.upper())
-        txn.begin()
-        try:
+        with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
             view = self.table.view()
             existing = self._existing_schema(view)
             rows = self._prepare(data, operation, existing)
             if operation in ("upsert", "delete"):
                 rows = self._dedupe(rows)
             writes, replaced = self._plan(operation, rows, view)
-            metadata = CommitMetadata(
-                operation_type=operation.upper(),
-                schema=arrow_to_avro(_data_schema(rows, existing, operation), self.config.name),
-                partition_to_replace_file_ids=replaced if action == REPLACE_COMMIT else None,
-            )
+            metadata = txn.metadata
+            metadata.schema = arrow_to_avro(_data_schema(rows, existing, operation), self.config.name)
+            metadata.partition_to_replace_file_ids = replaced if action == REPLACE_COMMIT else None
             for task, write in enumerate(writes):
                 metadata.add(self.write_file(txn, write, task))
-            txn.commit(metadata)
-        except Exception:
-            txn.abort()
-            raise
         return WriteResult(txn.time, operation, metadata, data.num_rows)
 
 

@@ -19,7 +19,12 @@ from timeline.table import Table
 
 
 def tree(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    """Every table file and its bytes; the lock's own state (fencing counter) may move on."""
+    return {
+        str(p.relative_to(path)): p.read_bytes()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and ".tandem-lock" not in p.parts
+    }
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from chaos.crash_points import SimulatedCrash, simulate
 from coordinator.clean import clean
+from coordinator.config import CoordinatorConfig
 from coordinator.recovery import recover
 from coordinator.writer import LocalWriter
 from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, tandem, unzip_fixture
@@ -93,8 +94,8 @@ op = st.one_of(
 @given(st.lists(op, min_size=1, max_size=7), st.randoms(use_true_random=False))
 def test_any_sequence_keeps_mdt_equal_to_storage(tmp_path_factory, ops, rnd):
     table = Table.create(str(tmp_path_factory.mktemp("seq") / "t"), "t", ["id"], ["city"], hive_style=True)
-    table.max_delta_commits = 3
-    writer = LocalWriter(table)
+    config = CoordinatorConfig(max_delta_commits=3)
+    writer = LocalWriter(table, coordinator=config)
     model: dict[int, int] = {}
     next_id = 0
     for version, (kind, arg) in enumerate(ops, start=1):
@@ -120,7 +121,7 @@ def test_any_sequence_keeps_mdt_equal_to_storage(tmp_path_factory, ops, rnd):
             model = {k: v for k, v in model.items() if CITIES[k % 3] != arg}
             model.update(dict.fromkeys(ids, version))
         elif kind == "clean":
-            clean(table, arg, retained=1)
+            clean(table, CoordinatorConfig(clean_policy=arg, commits_retained=1, max_delta_commits=3))
         elif kind == "crash":
             ids = list(range(next_id, next_id + 2))
             next_id += 2
@@ -128,11 +129,11 @@ def test_any_sequence_keeps_mdt_equal_to_storage(tmp_path_factory, ops, rnd):
                 writer.write(rows(ids, version), "insert")
             if table.timeline().find(table.timeline().last_time()).is_completed:
                 model.update(dict.fromkeys(ids, version))
-            recover(table)
+            recover(table, writer.coordinator)
         elif kind == "service-crash":
             _crash_a_service(table, writer, arg, version)
             model[10_000 + version] = version
-            recover(table)
+            recover(table, writer.coordinator)
         model_check(assert_consistent(table), model)
 
 
@@ -143,7 +144,7 @@ def _crash_a_service(table: Table, writer: LocalWriter, point: str, version: int
     try:
         with simulate(point):
             if point.startswith("clean."):
-                clean(table, "KEEP_LATEST_FILE_VERSIONS", retained=1)
+                clean(table, CoordinatorConfig(clean_policy="KEEP_LATEST_FILE_VERSIONS"))
             elif point.startswith("mdt.compaction."):
                 mdt = table.metadata()
                 scheduled = compaction.schedule(mdt, table.timeline())
@@ -152,7 +153,7 @@ def _crash_a_service(table: Table, writer: LocalWriter, point: str, version: int
             else:
                 with pytest.raises(SimulatedCrash), simulate("mdt.deltacommit.log"):
                     writer.write(rows([20_000 + version], version), "insert")
-                recover(table)
+                recover(table, writer.coordinator)
     except SimulatedCrash:
         pass
 
@@ -212,8 +213,7 @@ def test_killed_compaction_is_retried_by_the_next_write(tmp_path, point):
 
 def test_compaction_and_mdt_clean_keep_reads_correct(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"])
-    table.max_delta_commits = 2
-    writer = LocalWriter(table)
+    writer = LocalWriter(table, coordinator=CoordinatorConfig(max_delta_commits=2))
     for i in range(14):
         writer.write(rows([i, i + 100], i), "upsert")
     mdt = table.metadata()

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from coordinator.config import CoordinatorConfig
 from coordinator.writer import LocalWriter
 from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, tandem, unzip_fixture
 from timeline.reader import read_view
@@ -167,9 +168,10 @@ def test_fixture_copy_is_left_alone_by_reads(tmp_path):
     shutil.rmtree(base)
 
 
-def test_s3_table_round_trip(s3_base):
+def test_s3_table_round_trip(s3_base, moto):
     table = Table.create(s3_base, "s3t", ["id"], ["p"], hive_style=True)
-    writer = LocalWriter(table)
+    lock = f"dynamodb://s3t-locks?region=us-east-1&endpoint={moto.url}"
+    writer = LocalWriter(table, coordinator=CoordinatorConfig(lock_uri=lock))
     writer.write(pa.table({"id": [1, 2], "p": ["a", "b"], "v": [1, 2]}), "insert")
     writer.write(pa.table({"id": [2], "p": ["b"], "v": [20]}), "upsert")
     reopened = Table.open(s3_base)

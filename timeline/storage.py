@@ -85,6 +85,19 @@ class Storage:
             raise FileNotFoundError(self.uri(rel))
         return int(info.size or 0)
 
+    def mtime(self, rel: str) -> float | None:
+        """Last-modified time (epoch seconds), or None if the file is absent."""
+        info = self.fs.get_file_info(self.full(rel))
+        if info.type == pafs.FileType.NotFound or info.mtime is None:
+            return None
+        return info.mtime.timestamp()
+
+    def move(self, src: str, dst: str) -> None:
+        """Rename `src` to `dst` (atomic locally; copy then delete on S3)."""
+        if not self.is_s3:
+            os.makedirs(os.path.dirname(self.full(dst)), exist_ok=True)
+        self.fs.move(self.full(src), self.full(dst))
+
     def read_bytes(self, rel: str) -> bytes:
         with self.fs.open_input_stream(self.full(rel)) as stream:
             return stream.read()

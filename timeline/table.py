@@ -29,7 +29,6 @@ HEARTBEAT_DIR = f"{HOODIE_DIR}/.heartbeat"
 class Table:
     storage: Storage
     config: TableConfig
-    max_delta_commits: int = 10
 
     @staticmethod
     def open(uri: str) -> Table:

@@ -4,14 +4,17 @@ Schedule: seal the current slice by claiming its next log version with a seal
 block (create-if-absent), then write the plan `C.compaction.requested` listing
 the logs below the seal. A writer with a stale view either loses the race for
 that version or sees the seal, so no log can land in a slice after its plan.
-Execute: merge base + valid blocks of the planned logs, write base file C
-(deleting a partial one first), complete `C.commit`. A pending compaction is
-retried with the same instant, never abandoned.
+Execute: merge base + valid blocks of the planned logs into a staged file
+(outside the lock when a worker runs it), then under the lock move it to base
+file C (deleting a partial one first) and complete `C.commit`. A pending
+compaction is retried with the same instant, never abandoned.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
+from dataclasses import dataclass
 
 from chaos.crash_points import crash_point, register
 from timeline import avro_metadata
@@ -35,6 +38,7 @@ CLEAN_DELETED = register("mdt.clean.deleted", "old MDT slices deleted")
 
 DEFAULT_MAX_DELTA_COMMITS = 10
 DEFAULT_SLICES_RETAINED = 3
+STAGING_DIR = ".hoodie/.temp"
 
 
 def deltacommits_since_last_compaction(timeline: ActiveTimeline) -> int:
@@ -119,27 +123,46 @@ def _write_plan(mdt: MetadataTable, timeline: ActiveTimeline, base_instant: str,
     return time
 
 
-def execute(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> None:
-    """Run (or re-run) pending compaction `time` to completion."""
+@dataclass
+class StagedBase:
+    """A compacted base file written aside, waiting to be published under the lock."""
+
+    time: str
+    path: str
+    records: int
+    size: int
+
+
+def stage(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> StagedBase:
+    """Merge C's plan into a base file under a temporary name (safe outside the lock)."""
     plan = read_plan(mdt, time)
-    timeline = mdt.timeline()
-    instant = timeline.find(time)
-    if instant is None or instant.action != COMPACTION:
-        raise TandemError(f"no metadata compaction {time} on the metadata timeline")
-    if instant.is_completed:
-        return
-    if instant.state == State.REQUESTED:
-        timeline.transition_to_inflight(instant)
-        crash_point(STARTED)
-    target = layout.base_path(time)
-    mdt.storage.delete(target)  # a partial base file of a crashed attempt
     if plan.get("initialize"):
         from timeline.mdt.bootstrap import storage_records
 
         records = storage_records(mdt.data_storage, data_timeline)
     else:
         records = _merge_planned(mdt, data_timeline, plan)
-    size = mdt.write_base(target, [rec.compacted(r) for r in records.values()])
+    path = f"{STAGING_DIR}/{time}-{uuid.uuid4().hex}.parquet"
+    size = mdt.write_base(path, [rec.compacted(r) for r in records.values()])
+    return StagedBase(time, path, len(records), size)
+
+
+def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
+    """Under the lock: move the staged base into place and complete C; False if C was done already."""
+    timeline = mdt.timeline()
+    instant = timeline.find(staged.time)
+    if instant is None or instant.action != COMPACTION:
+        mdt.storage.delete(staged.path)
+        raise TandemError(f"no metadata compaction {staged.time} on the metadata timeline")
+    if instant.is_completed:
+        mdt.storage.delete(staged.path)
+        return False
+    if instant.state == State.REQUESTED:
+        timeline.transition_to_inflight(instant)
+        crash_point(STARTED)
+    target = layout.base_path(staged.time)
+    mdt.storage.delete(target)  # a partial base file of a crashed attempt
+    mdt.storage.move(staged.path, target)
     crash_point(BASE_WRITTEN)
     meta = CommitMetadata(operation_type="COMPACT", compacted=True)
     meta.add(
@@ -147,13 +170,23 @@ def execute(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> Non
             layout.FILE_ID,
             target,
             layout.FILES_PARTITION,
-            num_writes=len(records),
-            total_write_bytes=size,
-            file_size_in_bytes=size,
+            num_writes=staged.records,
+            total_write_bytes=staged.size,
+            file_size_in_bytes=staged.size,
         )
     )
-    timeline.complete(Instant(time, COMPACTION, State.INFLIGHT), meta.to_json_bytes())
+    timeline.complete(Instant(staged.time, COMPACTION, State.INFLIGHT), meta.to_json_bytes())
     crash_point(COMPLETED)
+    return True
+
+
+def execute(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> None:
+    """Run (or re-run) pending compaction `time` to completion, inline (the caller holds the lock)."""
+    instant = mdt.timeline().find(time)
+    if instant is None or instant.action != COMPACTION:
+        raise TandemError(f"no metadata compaction {time} on the metadata timeline")
+    if not instant.is_completed:
+        publish(mdt, stage(mdt, data_timeline, time))
 
 
 def _merge_planned(mdt: MetadataTable, data_timeline: ActiveTimeline, plan: dict) -> dict[str, dict]:

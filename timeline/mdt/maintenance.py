@@ -18,10 +18,16 @@ class Housekeeping:
 
 
 def failed_writes(mdt: MetadataTable, data_timeline: ActiveTimeline, keep: str | None = None) -> list[str]:
-    """MDT deltacommits whose data instant is neither completed nor pending (its writer failed)."""
+    """MDT deltacommits whose data instant is neither completed, pending nor archived (its writer failed).
+
+    Older than the data timeline's earliest instant means archived, so completed (DESIGN §3, §6).
+    """
     alive = {i.time for i in data_timeline.instants}
+    earliest = data_timeline.earliest_time()
     return sorted(
-        i.time for i in mdt.timeline().instants if i.action == DELTA_COMMIT and i.time not in alive and i.time != keep
+        i.time
+        for i in mdt.timeline().instants
+        if i.action == DELTA_COMMIT and i.time not in alive and i.time != keep and i.time >= earliest
     )
 
 

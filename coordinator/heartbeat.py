@@ -1,0 +1,71 @@
+"""Writer heartbeats: `.hoodie/.heartbeat/<instant>` rewritten every interval (Hudi's scheme).
+
+Under the LAZY failed-writes policy a pending instant is an orphan only when its
+heartbeat is older than interval x tolerable misses; a missing heartbeat file
+counts as expired (every writer starts its heartbeat under the lock in begin,
+before anyone else can see its instant).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from timeline.storage import Storage
+from timeline.table import HEARTBEAT_DIR
+
+
+def heartbeat_path(instant: str) -> str:
+    return f"{HEARTBEAT_DIR}/{instant}"
+
+
+def last_beat(storage: Storage, instant: str) -> float | None:
+    """Epoch seconds of the instant's last heartbeat, or None if it has none."""
+    return storage.mtime(heartbeat_path(instant))
+
+
+def is_expired(storage: Storage, instant: str, expiry_s: float, now: float | None = None) -> bool:
+    beat = last_beat(storage, instant)
+    return beat is None or (now if now is not None else time.time()) - beat > expiry_s
+
+
+class Heartbeat:
+    """Keeps one instant's heartbeat fresh from a daemon thread until stopped."""
+
+    def __init__(self, storage: Storage, instant: str, interval_s: float, expiry_s: float) -> None:
+        self.storage = storage
+        self.instant = instant
+        self.interval_s = interval_s
+        self.expiry_s = expiry_s
+        self.last_success = 0.0  # monotonic time of the last successful write
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def beat(self) -> None:
+        sent = time.monotonic()
+        self.storage.write_bytes(heartbeat_path(self.instant), str(int(time.time() * 1000)).encode())
+        self.last_success = sent
+
+    def start(self) -> None:
+        self.beat()
+        self._thread = threading.Thread(target=self._run, name=f"tandem-heartbeat-{self.instant}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.beat()
+            except OSError:
+                continue  # storage hiccup: the next beat may succeed; `is_alive` decides
+
+    def is_alive(self) -> bool:
+        """False once our own last beat is older than the expiry: others may roll us back."""
+        return time.monotonic() - self.last_success <= self.expiry_s
+
+    def stop(self, delete: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if delete:
+            self.storage.delete(heartbeat_path(self.instant))

@@ -1,0 +1,62 @@
+"""Table services run as their own steps (CLI verbs and workers), each taking the lock itself.
+
+MDT compaction follows DESIGN §5: schedule under the lock, merge outside it,
+publish and complete under it. Recovery and archival run wholly under the lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coordinator.archival import ArchivalReport, archive
+from coordinator.config import CoordinatorConfig
+from coordinator.locking import held
+from coordinator.recovery import RecoveryReport, recover
+from locks.base import LockProvider
+from timeline.errors import BadInputError
+from timeline.mdt import compaction, layout
+from timeline.mdt.maintenance import failed_writes
+from timeline.table import Table
+
+
+@dataclass
+class CompactionReport:
+    rolled_back: list[str] = field(default_factory=list)
+    compacted: list[str] = field(default_factory=list)
+    cleaned_files: int = 0
+
+
+def compact(table: Table, config: CoordinatorConfig, lock: LockProvider, force: bool = False) -> CompactionReport:
+    """Retry pending MDT compactions and schedule one when due (or whenever logs exist, if `force`)."""
+    mdt = table.metadata()
+    if not mdt.exists():
+        raise BadInputError(f"{table.uri} has no metadata table (`tandem metadata create` builds one)")
+    report = CompactionReport()
+    with held(lock):
+        timeline = table.timeline()
+        for time in failed_writes(mdt, timeline):
+            if mdt.rollback(time, timeline):
+                report.rolled_back.append(time)
+        compaction.plan_orphan_seal(mdt)
+        if force or compaction.is_due(mdt, config.max_delta_commits):
+            compaction.schedule(mdt, timeline)
+        pending = sorted(i.time for i in layout.pending_compactions(mdt.timeline()))
+    for time in pending:
+        staged = compaction.stage(mdt, table.timeline(), time)
+        with held(lock, time):
+            if compaction.publish(mdt, staged):
+                report.compacted.append(time)
+    if report.compacted:
+        with held(lock):
+            report.cleaned_files = len(compaction.clean(mdt, table.timeline()))
+    return report
+
+
+def recover_table(table: Table, config: CoordinatorConfig, lock: LockProvider) -> RecoveryReport:
+    with held(lock):
+        return recover(table, config)
+
+
+def archive_table(table: Table, config: CoordinatorConfig, lock: LockProvider) -> ArchivalReport:
+    with held(lock):
+        return archive(table, config.archive_min_commits, config.archive_max_commits)
