@@ -2,12 +2,15 @@
 
 With chaos off (no `TANDEM_CRASH_AT` in the environment) a call is one dict
 lookup. With `TANDEM_CRASH_AT=name[:n]` the process dies with `os._exit` at the
-n-th hit of that point, leaving storage exactly as a SIGKILL would.
+n-th hit of that point, leaving storage exactly as a SIGKILL would. With
+`TANDEM_PAUSE_AT=name[:n]` it stops itself there (SIGSTOP) instead, so a test
+or nemesis can act while it is frozen mid-protocol and then SIGCONT it.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -43,25 +46,31 @@ def simulate(name: str, nth: int = 1) -> Iterator[None]:
         _hits.pop(name, None)
 
 
-def _target() -> tuple[str, int] | None:
-    if _simulated:
-        return _simulated[-1]
-    spec = os.environ.get("TANDEM_CRASH_AT")
+def _from_env(variable: str) -> tuple[str, int] | None:
+    spec = os.environ.get(variable)
     if not spec:
         return None
     name, _, nth = spec.partition(":")
     return name, int(nth or "1")
 
 
+def _hit(name: str, target: tuple[str, int] | None) -> bool:
+    """Count a hit of `name`; True when it is the target's n-th."""
+    if target is None or target[0] != name:
+        return False
+    _hits[name] = _hits.get(name, 0) + 1
+    return _hits[name] == target[1]
+
+
 def crash_point(name: str) -> None:
-    """Die here if chaos asked for it; otherwise do nothing."""
+    """Die (or freeze) here if chaos asked for it; otherwise do nothing."""
     if name not in REGISTRY:
         raise KeyError(f"crash point {name!r} is not registered")
-    target = _target()
-    if target is None or target[0] != name:
-        return
-    _hits[name] = _hits.get(name, 0) + 1
-    if _hits[name] == target[1]:
-        if _simulated:
+    if _simulated:
+        if _hit(name, _simulated[-1]):
             raise SimulatedCrash(name)
+        return
+    if _hit(name, _from_env("TANDEM_CRASH_AT")):
         os._exit(CRASH_EXIT_CODE)
+    if _hit(name, _from_env("TANDEM_PAUSE_AT")):
+        os.kill(os.getpid(), signal.SIGSTOP)

@@ -24,7 +24,7 @@ from locks.base import LockProvider
 from timeline import keys
 from timeline.avro_schema import arrow_to_avro
 from timeline.commit_metadata import CommitMetadata, WriteStat
-from timeline.errors import BadInputError
+from timeline.errors import BadInputError, ConflictError
 from timeline.file_names import PARTITION_METADATA, BaseFile, base_file_name, new_file_id, write_token
 from timeline.fs_view import FileSystemView
 from timeline.instant import COMMIT, REPLACE_COMMIT
@@ -143,11 +143,18 @@ class LocalWriter:
 
     def _keys_of(self, base: BaseFile) -> list[str]:
         columns = [KEY] if self.config.populate_meta_fields else self.config.record_key_fields
-        return self._row_keys(read_base_file(self.table.storage, base.path, columns)).to_pylist()
+        return self._row_keys(self._read(base, columns)).to_pylist()
+
+    def _read(self, base: BaseFile, columns: list[str] | None = None) -> pa.Table:
+        """A base file this write builds on; gone means a concurrent writer and clean moved past it."""
+        try:
+            return read_base_file(self.table.storage, base.path, columns)
+        except FileNotFoundError as err:
+            raise ConflictError(f"{base.path} was cleaned while this write read it: a newer version exists") from err
 
     def _merge(self, base: BaseFile, incoming: pa.Table | None, delete_keys: set[str]) -> _FileWrite:
         """Rewrite one file group: old rows minus replaced/deleted keys, plus incoming."""
-        old = read_base_file(self.table.storage, base.path)
+        old = self._read(base)
         old_keys = self._row_keys(old)
         replaced = set(delete_keys)
         if incoming is not None:

@@ -1,0 +1,152 @@
+"""The invariants of DESIGN §8, checked on a table after recovery.
+
+Each check returns violations rather than raising, so a chaos run can report
+every broken invariant of a crash state with the files involved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import pyarrow as pa
+
+from timeline.active_timeline import ActiveTimeline
+from timeline.instant import REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+from timeline.mdt import layout
+from timeline.mdt.bootstrap import validate
+from timeline.reader import read_view
+from timeline.table import Table
+
+
+@dataclass
+class Violation:
+    invariant: str
+    detail: str
+    files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _rows(table: pa.Table, key: str) -> dict[str, dict]:
+    data = [c for c in table.column_names if not c.startswith("_hoodie_")]
+    return {str(r[key]): {c: r[c] for c in data} for r in table.select(data).to_pylist()}
+
+
+def hudi_rows(base: str) -> pa.Table:
+    """The table as the independent `hudi` package reads it."""
+    import hudi
+
+    batches = hudi.HudiTable(base).read()
+    return pa.Table.from_batches(batches) if batches else pa.table({})
+
+
+def check_readers(table: Table, key: str, expected: dict[str, dict] | None, use_hudi: bool) -> list[Violation]:
+    """Invariant 1: every reader sees the same rows, and (if known) exactly the committed ones."""
+    out = []
+    from_mdt = _rows(read_view(table, table.metadata_view()), key)
+    from_storage = _rows(read_view(table, table.storage_view()), key)
+    if from_mdt != from_storage:
+        diff = sorted(k for k in set(from_mdt) | set(from_storage) if from_mdt.get(k) != from_storage.get(k))
+        out.append(Violation("1-readers-agree", f"MDT-backed and storage-backed reads differ on keys {diff[:10]}"))
+    if use_hudi:
+        hudi = hudi_rows(table.uri)
+        from_hudi = _rows(hudi, key) if hudi.num_rows else {}
+        if from_hudi != from_mdt:
+            diff = sorted(k for k in set(from_hudi) | set(from_mdt) if from_hudi.get(k) != from_mdt.get(k))
+            out.append(Violation("1-readers-agree", f"the hudi package reads other rows; differing keys {diff[:10]}"))
+    if expected is not None and from_mdt != expected:
+        missing = sorted(set(expected) - set(from_mdt))
+        extra = sorted(set(from_mdt) - set(expected))
+        changed = sorted(k for k in set(expected) & set(from_mdt) if expected[k] != from_mdt[k])
+        out.append(
+            Violation(
+                "1-committed-rows",
+                f"missing {missing[:10]}, uncommitted visible {extra[:10]}, wrong values {changed[:10]}",
+            )
+        )
+    return out
+
+
+def check_listing(table: Table, timeline: ActiveTimeline) -> list[Violation]:
+    """Invariant 2: MDT listing == storage listing filtered by the data timeline."""
+    report = validate(table.metadata(), timeline)
+    if report.errors == 0:
+        return []
+    files = [f"{p}/{f}" for p, f, *_ in report.missing_in_metadata + report.extra_in_metadata + report.size_mismatch]
+    return [Violation("2-mdt-equals-storage", f"{report.errors} difference(s)", sorted(files)[:20])]
+
+
+def check_nothing_pending(table: Table, timeline: ActiveTimeline) -> list[Violation]:
+    """Invariant 3: no orphan in either table, no pending MDT compaction."""
+    out = []
+    if timeline.pending():
+        out.append(Violation("3-no-orphans", f"pending data instants {[i.file_name for i in timeline.pending()]}"))
+    mdt = table.metadata()
+    if mdt.exists():
+        pending = layout.pending_compactions(mdt.timeline())
+        if pending:
+            out.append(Violation("3-no-orphans", f"pending MDT compactions {[i.time for i in pending]}"))
+    return out
+
+
+def check_serializable(timeline: ActiveTimeline) -> list[Violation]:
+    """Invariant 4: per file group, each completed write built on the previous completed one."""
+    out = []
+    last: dict[tuple[str, str], str] = {}
+    replaced: dict[tuple[str, str], str] = {}
+    for instant in timeline.completed():
+        if instant.action not in WRITE_ACTIONS:
+            continue
+        meta = timeline.commit_metadata(instant)
+        for stat in meta.write_stats():
+            group = (stat.partition_path, stat.file_id)
+            if group in replaced:
+                out.append(
+                    Violation("4-serializable", f"{instant.time} wrote {group} after {replaced[group]} replaced it")
+                )
+            previous = last.get(group)
+            built_on = None if stat.prev_commit in ("null", "", None) else stat.prev_commit
+            if previous is not None and built_on != previous:
+                out.append(
+                    Violation(
+                        "4-serializable",
+                        f"{instant.time} rewrote file group {group} from {built_on}, not from the "
+                        f"completed {previous}: neither saw the other",
+                        [stat.path],
+                    )
+                )
+            last[group] = instant.time
+        if instant.action == REPLACE_COMMIT:
+            for partition, ids in (meta.partition_to_replace_file_ids or {}).items():
+                replaced.update(dict.fromkeys(((partition, f) for f in ids), instant.time))
+    return out
+
+
+def check_never_undone(timeline: ActiveTimeline) -> list[Violation]:
+    """Invariant 5: no completed rollback names an instant that is (still) completed."""
+    done = timeline.completed_times()
+    out = []
+    for rollback in timeline.completed():
+        if rollback.action != ROLLBACK:
+            continue
+        for target in timeline.avro(rollback).get("commitsRollback") or []:
+            if target in done:
+                out.append(
+                    Violation("5-completed-never-rolled-back", f"{rollback.time} rolled back completed {target}")
+                )
+    return out
+
+
+def check_table(
+    table: Table, key: str = "id", expected: dict[str, dict] | None = None, use_hudi: bool = True
+) -> list[Violation]:
+    """Every invariant of DESIGN §8 on `table` (after recovery)."""
+    timeline = table.timeline()
+    out = check_nothing_pending(table, timeline)
+    out += check_never_undone(timeline)
+    out += check_serializable(timeline)
+    if table.metadata().exists():
+        out += check_listing(table, timeline)
+        out += check_readers(table, key, expected, use_hudi)
+    return out
