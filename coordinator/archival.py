@@ -141,8 +141,13 @@ def archive_metadata(table: Table, min_commits: int) -> list[str]:
     return [i.time for i in chosen]
 
 
-def archive(table: Table, min_commits: int = 20, max_commits: int = 30) -> ArchivalReport:
-    """Archive both timelines (call under the lock)."""
+def archive(table: Table, min_commits: int = 20, max_commits: int = 30, force: bool = False) -> ArchivalReport:
+    """Archive both timelines (call under the lock).
+
+    The MDT can only archive what the data timeline let go, so after a commit
+    it is looked at only when data archival moved; `force` (the CLI) always does.
+    """
     report = ArchivalReport(data=archive_data(table, min_commits, max_commits))
-    report.metadata = archive_metadata(table, min_commits)
+    if report.data or force:
+        report.metadata = archive_metadata(table, min_commits)
     return report

@@ -17,7 +17,7 @@ def marker_dir(time: str) -> str:
 
 
 def create_marker(storage: Storage, time: str, path: str, kind: str = "CREATE") -> None:
-    storage.create_if_absent(f"{marker_dir(time)}/{path}{MARKER_SUFFIX}{kind}", b"")
+    storage.create_if_absent(f"{marker_dir(time)}/{path}{MARKER_SUFFIX}{kind}", b"", durable=False)
 
 
 def marked_files(storage: Storage, time: str) -> list[str]:

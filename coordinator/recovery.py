@@ -19,6 +19,7 @@ from coordinator import markers
 from coordinator import rollback as rollback_service
 from coordinator.config import EAGER, CoordinatorConfig
 from coordinator.heartbeat import is_expired
+from timeline.active_timeline import ActiveTimeline
 from timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, Instant
 from timeline.mdt.maintenance import Housekeeping, housekeeping
 from timeline.table import TEMP_DIR, Table
@@ -32,6 +33,7 @@ class RecoveryReport:
     rolled_back: dict[str, str] = field(default_factory=dict)  # orphan -> rollback instant
     resumed_cleans: list[str] = field(default_factory=list)
     stray_files: list[str] = field(default_factory=list)
+    timeline: ActiveTimeline | None = None  # the data timeline as recovery left it
     metadata: Housekeeping | None = None
 
 
@@ -45,9 +47,8 @@ def is_orphan(table: Table, instant: Instant, config: CoordinatorConfig) -> bool
     return False
 
 
-def remove_stray_markers(table: Table, report: RecoveryReport) -> None:
+def remove_stray_markers(table: Table, timeline: ActiveTimeline, report: RecoveryReport) -> None:
     """Marker folders whose instant is gone: delete the files they name (never a completed instant's)."""
-    timeline = table.timeline()
     pending = {i.time for i in timeline.pending()}
     for entry in table.storage.list_dir(TEMP_DIR):
         time = entry.base_name
@@ -69,7 +70,8 @@ def roll_back_orphans(
     """
     config = config or CoordinatorConfig()
     report = report or RecoveryReport()
-    pending = table.timeline().pending()
+    timeline = table.timeline()
+    pending = timeline.pending()
     for instant in pending:
         if instant.action == ROLLBACK:
             rollback_service.resume(table, instant)
@@ -83,7 +85,9 @@ def roll_back_orphans(
         if instant.action == CLEAN and is_orphan(table, instant, config):
             clean_service.resume(table, instant)
             report.resumed_cleans.append(instant.time)
-    remove_stray_markers(table, report)
+    changed = report.resumed_rollbacks or report.rolled_back or report.resumed_cleans
+    report.timeline = table.timeline() if changed else timeline
+    remove_stray_markers(table, report.timeline, report)
     return report
 
 

@@ -59,4 +59,4 @@ def recover_table(table: Table, config: CoordinatorConfig, lock: LockProvider) -
 
 def archive_table(table: Table, config: CoordinatorConfig, lock: LockProvider) -> ArchivalReport:
     with held(lock):
-        return archive(table, config.archive_min_commits, config.archive_max_commits)
+        return archive(table, config.archive_min_commits, config.archive_max_commits, force=True)

@@ -64,6 +64,9 @@ class Transaction:
         self.metadata = CommitMetadata(operation_type=operation)
         self.seen: frozenset[str] = frozenset()
         self.heartbeat: Heartbeat | None = None
+        # Partitions the writer already saw; they never disappear, so the commit
+        # need not read the MDT to learn which of its partitions are new.
+        self.known_partitions: set[str] | None = None
 
     @property
     def time(self) -> str:
@@ -83,9 +86,8 @@ class Transaction:
 
     def _begin(self) -> str:
         with held(self.lock) as token:
-            roll_back_orphans(self.table, self.config)
+            timeline = roll_back_orphans(self.table, self.config).timeline
             crash_point(BEGIN_LOCKED)
-            timeline = self.table.timeline()
             self.seen = timeline.completed_times()
             time = self.table.new_instant_time(timeline)
             instant = Instant(time, self.action, State.REQUESTED)
@@ -152,7 +154,7 @@ class Transaction:
                 done = timeline.complete(self.instant, metadata.to_json_bytes())
                 self.instant = done
                 crash_point(COMMIT_COMPLETED)
-                if self.config.auto_archive:
+                if self.config.auto_archive and len(timeline.completed()) >= self.config.archive_max_commits:
                     archive(self.table, self.config.archive_min_commits, self.config.archive_max_commits)
         finally:
             self._stop_heartbeat()
@@ -167,9 +169,11 @@ class Transaction:
         mdt = self.table.metadata()
         if not mdt.exists():
             return
-        housekeeping(mdt, timeline, self.config.max_delta_commits, keep=self.time)
-        known = set(MetadataReader(mdt, timeline).all_partitions())
-        mdt.apply(self.time, mdt_records.from_commit(metadata, known))
+        done = housekeeping(mdt, timeline, self.config.max_delta_commits, keep=self.time)
+        known = self.known_partitions
+        if known is None:
+            known = set(MetadataReader(mdt, timeline).all_partitions())
+        mdt.apply(self.time, mdt_records.from_commit(metadata, known), done.mdt_timeline)
 
     # abort -----------------------------------------------------------------------------
     def _undo(self) -> None:

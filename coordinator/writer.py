@@ -98,10 +98,37 @@ class LocalWriter:
         latest = view.latest_base_files()
         if not latest:
             return None
-        newest = max(latest, key=lambda f: f.instant)
-        with self.table.storage.open_input(newest.path) as handle:
+        return self._schema_of(max(latest, key=lambda f: f.instant).path)
+
+    def _schema_of(self, path: str) -> pa.Schema:
+        with self.table.storage.open_input(path) as handle:
             schema = pq.read_schema(handle)
         return pa.schema([f for f in schema if f.name not in META_COLUMNS])
+
+    def _schema_without_view(self) -> tuple[bool, pa.Schema | None]:
+        """The table schema from the newest completed write's own files: no listing, no MDT read.
+
+        (False, None) when the active timeline cannot tell (no write on it but an archive exists).
+        """
+        timeline = self.table.timeline()
+        for instant in reversed(timeline.completed_writes()):
+            for stat in timeline.commit_metadata(instant).write_stats():
+                try:
+                    return True, self._schema_of(stat.path)
+                except FileNotFoundError:
+                    continue
+        return not timeline.archived_files, None
+
+    def _view_and_schema(self, operation: str, txn: Transaction) -> tuple[FileSystemView | None, pa.Schema | None]:
+        """Inserts read no file listing at all; every other operation plans against the view."""
+        if operation in ("insert", "bulk_insert"):
+            known, existing = self._schema_without_view()
+            if known:
+                txn.known_partitions = set()  # re-listing a known partition is a harmless union
+                return None, existing
+        view = self.table.view()
+        txn.known_partitions = set(view.partitions())
+        return view, self._existing_schema(view)
 
     def _dedupe(self, rows: pa.Table) -> pa.Table:
         """Keep one row per key: the largest precombine value, else the last row."""
@@ -174,7 +201,7 @@ class LocalWriter:
             return rows.column(KEY)
         return keys.record_keys(rows, self.config.record_key_fields)
 
-    def _plan(self, operation: str, rows: pa.Table, view: FileSystemView) -> tuple[list[_FileWrite], dict]:
+    def _plan(self, operation: str, rows: pa.Table, view: FileSystemView | None) -> tuple[list[_FileWrite], dict]:
         writes: list[_FileWrite] = []
         replaced: dict[str, list[str]] = {}
         for partition in sorted(set(rows.column(PARTITION).to_pylist())):
@@ -279,8 +306,7 @@ class LocalWriter:
             raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
         action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
-            view = self.table.view()
-            existing = self._existing_schema(view)
+            view, existing = self._view_and_schema(operation, txn)
             rows = self._prepare(data, operation, existing)
             if operation in ("upsert", "delete"):
                 rows = self._dedupe(rows)

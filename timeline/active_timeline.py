@@ -29,7 +29,6 @@ class ActiveTimeline:
     storage: Storage
     meta_dir: str
     instants: list[Instant]
-    archived_files: list[str]
 
     @staticmethod
     def load(storage: Storage, meta_dir: str = ".hoodie") -> ActiveTimeline:
@@ -42,9 +41,7 @@ class ActiveTimeline:
             current = latest.get((instant.time, instant.action))
             if current is None or rank[instant.state] > rank[current.state]:
                 latest[(instant.time, instant.action)] = instant
-        merged = _merge_compaction_commits(latest)
-        archived = [i.base_name for i in storage.list_dir(f"{meta_dir}/{ARCHIVED_FOLDER}")]
-        return ActiveTimeline(storage, meta_dir, sorted(merged), sorted(archived))
+        return ActiveTimeline(storage, meta_dir, sorted(_merge_compaction_commits(latest)))
 
     def reload(self) -> ActiveTimeline:
         return ActiveTimeline.load(self.storage, self.meta_dir)
@@ -61,6 +58,11 @@ class ActiveTimeline:
 
     def completed_writes(self) -> list[Instant]:
         return [i for i in self.instants if i.is_completed and i.action in WRITE_ACTIONS]
+
+    @cached_property
+    def archived_files(self) -> list[str]:
+        """Files of the archived timeline; listed only when a question needs them."""
+        return sorted(i.base_name for i in self.storage.list_dir(f"{self.meta_dir}/{ARCHIVED_FOLDER}"))
 
     @cached_property
     def _completed_times(self) -> frozenset[str]:
@@ -86,7 +88,7 @@ class ActiveTimeline:
         """True if `time` is completed here, or older than the active timeline (archived)."""
         if time in self.completed_times():
             return True
-        return bool(self.archived_files) and bool(self.instants) and time < self.earliest_time()
+        return bool(self.instants) and time < self.earliest_time() and bool(self.archived_files)
 
     # content -------------------------------------------------------------------
     def read(self, instant: Instant) -> bytes:
@@ -123,7 +125,7 @@ class ActiveTimeline:
     # transitions ------------------------------------------------------------------
     def create_requested(self, instant: Instant, data: bytes = b"") -> Instant:
         requested = instant.with_state(State.REQUESTED)
-        if not self.storage.create_if_absent(self.path(requested), data):
+        if not self.storage.create_if_absent(self.path(requested), data, durable=bool(data)):
             raise TandemError(f"instant {requested.file_name} already exists")
         return requested
 

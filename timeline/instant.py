@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
+from functools import lru_cache
 
 INSTANT_FORMAT = "%Y%m%d%H%M%S%f"
 INSTANT_LENGTH = 17
@@ -75,8 +76,12 @@ class Instant:
         return Instant(self.time, self.action, state)
 
 
+@lru_cache(maxsize=1 << 16)
 def parse_instant_file(name: str) -> Instant | None:
-    """The instant a `.hoodie/` file name stands for, or None for other files."""
+    """The instant a `.hoodie/` file name stands for, or None for other files.
+
+    Cached: every timeline load parses the same names again, and Instants are immutable.
+    """
     m = _FILE_RE.match(name)
     if not m:
         return None

@@ -115,11 +115,13 @@ class Storage:
             out.write(data)
         os.replace(tmp, target)
 
-    def create_if_absent(self, rel: str, data: bytes) -> bool:
+    def create_if_absent(self, rel: str, data: bytes, durable: bool = True) -> bool:
         """Create `rel` with `data` only if absent; True if this call created it.
 
         The file is complete or absent, never half-written: locally a temp file is
         hard-linked to the final name; on S3 a PutObject with `If-None-Match: *`.
+        `durable` fsyncs locally first: wanted for decisions (completed instants,
+        MDT logs), not for files recovery can do without (requested instants, markers).
         """
         target = self.full(rel)
         if self.is_s3:
@@ -128,8 +130,9 @@ class Storage:
         tmp = f"{target}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "wb") as out:
             out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
         try:
             os.link(tmp, target)
             return True

@@ -79,9 +79,9 @@ def _orphan_seal(mdt: MetadataTable, timeline: ActiveTimeline) -> tuple[str, int
     return None
 
 
-def plan_orphan_seal(mdt: MetadataTable) -> str | None:
+def plan_orphan_seal(mdt: MetadataTable, timeline: ActiveTimeline | None = None) -> str | None:
     """Finish a schedule that crashed between sealing the slice and writing the plan."""
-    timeline = mdt.timeline()
+    timeline = timeline or mdt.timeline()
     orphan = _orphan_seal(mdt, timeline)
     if orphan is None:
         return None
@@ -204,11 +204,14 @@ def _merge_planned(mdt: MetadataTable, data_timeline: ActiveTimeline, plan: dict
     return records
 
 
-def run_pending(mdt: MetadataTable, data_timeline: ActiveTimeline) -> list[str]:
+def run_pending(
+    mdt: MetadataTable, data_timeline: ActiveTimeline, mdt_timeline: ActiveTimeline | None = None
+) -> list[str]:
     """Retry every pending compaction, oldest first (same instants, never abandoned)."""
-    plan_orphan_seal(mdt)
+    if plan_orphan_seal(mdt, mdt_timeline) is not None:
+        mdt_timeline = None
     done = []
-    for instant in sorted(layout.pending_compactions(mdt.timeline())):
+    for instant in sorted(layout.pending_compactions(mdt_timeline or mdt.timeline())):
         execute(mdt, data_timeline, instant.time)
         done.append(instant.time)
     return done

@@ -15,9 +15,15 @@ class Housekeeping:
     rolled_back: list[str] = field(default_factory=list)
     compacted: list[str] = field(default_factory=list)
     cleaned_files: int = 0
+    mdt_timeline: ActiveTimeline | None = None  # the MDT timeline as housekeeping left it, if unchanged since
 
 
-def failed_writes(mdt: MetadataTable, data_timeline: ActiveTimeline, keep: str | None = None) -> list[str]:
+def failed_writes(
+    mdt: MetadataTable,
+    data_timeline: ActiveTimeline,
+    keep: str | None = None,
+    mdt_timeline: ActiveTimeline | None = None,
+) -> list[str]:
     """MDT deltacommits whose data instant is neither completed, pending nor archived (its writer failed).
 
     Older than the data timeline's earliest instant means archived, so completed (DESIGN §3, §6).
@@ -26,7 +32,7 @@ def failed_writes(mdt: MetadataTable, data_timeline: ActiveTimeline, keep: str |
     earliest = data_timeline.earliest_time()
     return sorted(
         i.time
-        for i in mdt.timeline().instants
+        for i in (mdt_timeline or mdt.timeline()).instants
         if i.action == DELTA_COMMIT and i.time not in alive and i.time != keep and i.time >= earliest
     )
 
@@ -40,14 +46,21 @@ def housekeeping(
 ) -> Housekeeping:
     """Roll back failed MDT writes, retry pending compactions, schedule (and run) one if due."""
     done = Housekeeping()
-    for time in failed_writes(mdt, data_timeline, keep):
+    mdt_timeline = mdt.timeline()
+    for time in failed_writes(mdt, data_timeline, keep, mdt_timeline):
         if mdt.rollback(time, data_timeline):
             done.rolled_back.append(time)
-    done.compacted += compaction.run_pending(mdt, data_timeline)
-    if compaction.is_due(mdt, max_delta_commits):
+    if done.rolled_back:
+        mdt_timeline = mdt.timeline()
+    done.compacted += compaction.run_pending(mdt, data_timeline, mdt_timeline)
+    if done.compacted:
+        mdt_timeline = mdt.timeline()
+    if compaction.deltacommits_since_last_compaction(mdt_timeline) >= max_delta_commits:
         scheduled = compaction.schedule(mdt, data_timeline)
         if scheduled and inline_compaction:
             compaction.execute(mdt, data_timeline, scheduled)
             done.compacted.append(scheduled)
             done.cleaned_files = len(compaction.clean(mdt, data_timeline))
+        return done
+    done.mdt_timeline = mdt_timeline
     return done

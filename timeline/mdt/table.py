@@ -109,7 +109,7 @@ class MetadataTable:
         return CLOCK.next_after(data_timeline.last_time(), self.timeline().last_time())
 
     # deltacommits -------------------------------------------------------------------
-    def apply(self, time: str, records: list[dict]) -> str:
+    def apply(self, time: str, records: list[dict], timeline: ActiveTimeline | None = None) -> str:
         """MDT deltacommit `time`: requested -> inflight -> one new log file -> completed.
 
         The log file claims the next version of the current slice with
@@ -117,7 +117,7 @@ class MetadataTable:
         the lock too, and this commit aborts.
         """
         with METRICS.timed(SYNC):
-            timeline = self.timeline()
+            timeline = timeline or self.timeline()
             existing = timeline.find(time)
             if existing is not None and existing.is_completed:
                 raise TandemError(f"metadata deltacommit {time} is already completed")
