@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.report import write_report
+from coordinator.archival import archive
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.file_names import base_file_name, new_file_id, write_token
 from timeline.instant import CLOCK, COMMIT, Instant, State
@@ -115,7 +116,12 @@ def compare(table: Table) -> dict:
 
 
 def growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int = 100) -> dict:
-    """MDT lookup time as a table grows by single-file commits, compaction every 10 deltacommits."""
+    """MDT lookup time as a table grows by single-file commits.
+
+    Table services as the coordinator runs them after each commit: MDT
+    compaction every 10 deltacommits (with MDT clean) and archival of both
+    timelines at the default 20/30 instants.
+    """
     table = Table.create(base, "grow", ["id"], ["p"], hive_style=True)
     names = [f"p={i:03d}" for i in range(partitions)]
     known: set[str] = set()
@@ -124,6 +130,7 @@ def growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int = 100)
     for n in range(1, max(checkpoints) + 1):
         bulk_commit(table, [rng.choice(names)], 1, known)
         housekeeping(table.metadata(), table.timeline(), max_delta_commits=10)
+        archive(table)
         if n in checkpoints:
             run_pending(table.metadata(), table.timeline())
             loaded = table.timeline()
@@ -133,6 +140,8 @@ def growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int = 100)
                 "lookup_ms": lookup,
                 "lookup_with_timeline_loads_ms": with_timelines,
                 "log_files": sum(len(s.logs) for s in table.metadata().slices().values()),
+                "active_instants": len(loaded.instants),
+                "metadata_active_instants": len(table.metadata().timeline().instants),
             }
             print(f"  {n:>5} commits: lookup {lookup:.2f} ms, with timeline loads {with_timelines:.2f} ms")
     first, last = out[str(checkpoints[0])], out[str(checkpoints[-1])]
@@ -148,7 +157,12 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--s3-partitions", type=int, default=1_000)
     parser.add_argument("--commits", type=int, default=2_000)
+    parser.add_argument("--growth-only", action="store_true", help="Only the lookup-growth part (prints, no report).")
     args = parser.parse_args()
+    if args.growth_only:
+        checkpoints = tuple(c for c in (100, 500, 1000, 2000) if c <= args.commits)
+        growth(tempfile.mkdtemp(prefix="tandem-growth-"), checkpoints)
+        return
     work = Path(tempfile.mkdtemp(prefix="tandem-listing-bench-"))
     results: dict = {}
     print(f"local disk: {args.partitions} partitions x {FILES_PER_PARTITION} files")

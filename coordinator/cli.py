@@ -7,6 +7,7 @@ import logging
 import sys
 from dataclasses import replace
 from datetime import datetime, timezone
+from functools import partial
 
 import click
 import pyarrow.parquet as pq
@@ -321,9 +322,7 @@ def recover(path: str, lock_uri: str | None, settings: tuple):
     """Roll back orphan instants in both tables, finish interrupted services, retry compactions."""
     from coordinator.services import recover_table
 
-    config = _config(lock_uri, settings)
-    table = Table.open(path)
-    report = _with_lock(table, config, lambda lock: recover_table(table, config, lock))
+    report = _run_locked(path, _config(lock_uri, settings), recover_table)
     for orphan, rollback_time in report.rolled_back.items():
         click.echo(f"rolled back {orphan} (rollback {rollback_time})")
     for time in report.resumed_rollbacks + report.resumed_cleans:
@@ -352,9 +351,7 @@ def clean(path: str, policy: str | None, retained: int | None, lock_uri: str | N
     """Delete file versions no longer needed, mirrored into the metadata table."""
     from coordinator.clean import clean as run_clean
 
-    config = _clean_config(_config(lock_uri, settings), policy, retained)
-    table = Table.open(path)
-    time = _with_lock(table, config, lambda lock: run_clean(table, config, lock))
+    time = _run_locked(path, _clean_config(_config(lock_uri, settings), policy, retained), run_clean)
     click.echo(f"cleaned at {time}" if time else "nothing to clean")
 
 
@@ -367,12 +364,14 @@ def _clean_config(config: CoordinatorConfig, policy: str | None, retained: int |
     return config
 
 
-def _with_lock(table: Table, config: CoordinatorConfig, action):
+def _run_locked(path: str, config: CoordinatorConfig, service):
+    """Open the table and its configured lock, run `service(table, config, lock)`, close the lock."""
     from coordinator.locking import table_lock
 
+    table = Table.open(path)
     lock = table_lock(table, config)
     try:
-        return action(lock)
+        return service(table, config, lock)
     finally:
         lock.close()
 
@@ -384,9 +383,7 @@ def compact(path: str, lock_uri: str | None, settings: tuple):
     """Run pending metadata compactions, and schedule and run one now if any logs exist."""
     from coordinator.services import compact as run_compaction
 
-    config = _config(lock_uri, settings)
-    table = Table.open(path)
-    report = _with_lock(table, config, lambda lock: run_compaction(table, config, lock, force=True))
+    report = _run_locked(path, _config(lock_uri, settings), partial(run_compaction, force=True))
     done = report.compacted
     click.echo(f"completed metadata compaction(s): {', '.join(done)}" if done else "nothing to compact")
 
@@ -398,9 +395,7 @@ def archive(path: str, lock_uri: str | None, settings: tuple):
     """Move old completed instants of both timelines to their archived timelines (DESIGN §6)."""
     from coordinator.services import archive_table
 
-    config = _config(lock_uri, settings)
-    table = Table.open(path)
-    report = _with_lock(table, config, lambda lock: archive_table(table, config, lock))
+    report = _run_locked(path, _config(lock_uri, settings), archive_table)
     click.echo(f"archived {len(report.data)} data instant(s) and {len(report.metadata)} metadata instant(s)")
 
 

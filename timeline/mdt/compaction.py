@@ -226,6 +226,9 @@ def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAU
     keep_from = completed[-retain]
     old = [s for b, s in mdt.slices().items() if b < keep_from]
     paths = [p for s in old for p in ([s.base_file] if s.base_file else []) + s.log_paths()]
+    for staged in mdt.storage.list_dir(STAGING_DIR):  # left by workers that died before publishing
+        if staged.base_name.split("-", 1)[0] in completed:
+            mdt.storage.delete(f"{STAGING_DIR}/{staged.base_name}")
     if not paths:
         return []
     time = mdt.next_instant(data_timeline)
