@@ -78,9 +78,9 @@ def build(base: str, partitions: int, per_commit: int = 1000) -> Table:
     return table
 
 
-def timed(fn) -> float:
+def timed(fn, repeats: int = REPEATS) -> float:
     samples = []
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         started = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - started) * 1000)
@@ -134,8 +134,8 @@ def growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int = 100)
         if n in checkpoints:
             run_pending(table.metadata(), table.timeline())
             loaded = table.timeline()
-            lookup = timed(lambda loaded=loaded: MetadataReader(table.metadata(), loaded).listing(["p=007"]))
-            with_timelines = timed(lambda: MetadataReader(table.metadata(), table.timeline()).listing(["p=007"]))
+            lookup = timed(lambda loaded=loaded: MetadataReader(table.metadata(), loaded).listing(["p=007"]), 50)
+            with_timelines = timed(lambda: MetadataReader(table.metadata(), table.timeline()).listing(["p=007"]), 50)
             out[str(n)] = {
                 "lookup_ms": lookup,
                 "lookup_with_timeline_loads_ms": with_timelines,
