@@ -95,7 +95,7 @@ def test_garbage_avro_instant_is_corrupt():
 
 def test_clean_and_rollback_avro_round_trip(tmp_path):
     storage = Storage(str(tmp_path))
-    timeline = ActiveTimeline(storage, ".hoodie", [], [])
+    timeline = ActiveTimeline(storage, ".hoodie", [])
     plan = {
         "instantToRollback": {"commitTime": "20240101000000000", "action": "commit"},
         "RollbackRequests": [
