@@ -62,6 +62,19 @@ def coordinator_options(command):
     )(command)
 
 
+def clean_options(command):
+    """`--policy` and `--retained` for clean (and `worker clean`); defaults come from the settings."""
+    command = click.option(
+        "--retained", type=int, default=None, help="Commits (or file versions) to retain (default 10 / 1)."
+    )(command)
+    return click.option(
+        "--policy",
+        type=click.Choice(["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"]),
+        default=None,
+        help="Clean policy (default KEEP_LATEST_COMMITS, or hoodie.cleaner.policy).",
+    )(command)
+
+
 def _config(lock_uri: str | None, settings: tuple[str, ...]) -> CoordinatorConfig:
     config = CoordinatorConfig.from_hudi(parse_settings(settings))
     return replace(config, lock_uri=lock_uri) if lock_uri else config
@@ -339,13 +352,7 @@ def recover(path: str, lock_uri: str | None, settings: tuple):
 
 @cli.command()
 @click.argument("path")
-@click.option(
-    "--policy",
-    type=click.Choice(["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"]),
-    default=None,
-    help="Clean policy (default KEEP_LATEST_COMMITS, or hoodie.cleaner.policy).",
-)
-@click.option("--retained", type=int, default=None, help="Commits (or file versions) to retain (default 10 / 1).")
+@clean_options
 @coordinator_options
 def clean(path: str, policy: str | None, retained: int | None, lock_uri: str | None, settings: tuple):
     """Delete file versions no longer needed, mirrored into the metadata table."""
@@ -404,13 +411,7 @@ def archive(path: str, lock_uri: str | None, settings: tuple):
 @click.argument("path")
 @click.option("--interval", default=30.0, show_default=True, help="Seconds between runs.")
 @click.option("--max-runs", type=int, default=None, help="Stop after this many runs (default: until SIGTERM).")
-@click.option(
-    "--policy",
-    type=click.Choice(["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"]),
-    default=None,
-    help="Clean policy for `worker clean`.",
-)
-@click.option("--retained", type=int, default=None, help="Retention for `worker clean`.")
+@clean_options
 @coordinator_options
 def worker(
     kind: str,
