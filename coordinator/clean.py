@@ -77,7 +77,7 @@ def clean(table: Table, config: CoordinatorConfig | None = None, lock: LockProvi
             requested = _plan(table, config.clean_policy, config.retained)
             if requested is None:
                 return None
-            heartbeat = Heartbeat(table.storage, requested.time, config.heartbeat_interval_ms / 1000, 0)
+            heartbeat = Heartbeat.from_config(table.storage, requested.time, config)
             heartbeat.start()
         try:
             resume(table, requested, provider)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
+from coordinator.config import CoordinatorConfig
 from timeline.storage import Storage
 from timeline.table import HEARTBEAT_DIR
 
@@ -40,6 +41,10 @@ class Heartbeat:
         self.last_success = 0.0  # monotonic time of the last successful write
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def from_config(storage: Storage, instant: str, config: CoordinatorConfig) -> Heartbeat:
+        return Heartbeat(storage, instant, config.heartbeat_interval_ms / 1000, config.heartbeat_expiry_s)
 
     def beat(self) -> None:
         sent = time.monotonic()

@@ -15,7 +15,7 @@ from coordinator.recovery import RecoveryReport, recover
 from locks.base import LockProvider
 from timeline.errors import BadInputError
 from timeline.mdt import compaction, layout
-from timeline.mdt.maintenance import failed_writes
+from timeline.mdt.maintenance import roll_back_failed_writes
 from timeline.table import Table
 
 
@@ -34,9 +34,7 @@ def compact(table: Table, config: CoordinatorConfig, lock: LockProvider, force: 
     report = CompactionReport()
     with held(lock):
         timeline = table.timeline()
-        for time in failed_writes(mdt, timeline):
-            if mdt.rollback(time, timeline):
-                report.rolled_back.append(time)
+        report.rolled_back = roll_back_failed_writes(mdt, timeline)
         compaction.plan_orphan_seal(mdt)
         if force or compaction.is_due(mdt, config.max_delta_commits):
             compaction.schedule(mdt, timeline)

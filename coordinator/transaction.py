@@ -67,6 +67,7 @@ class Transaction:
         # Partitions the writer already saw; they never disappear, so the commit
         # need not read the MDT to learn which of its partitions are new.
         self.known_partitions: set[str] | None = None
+        self.undone = False  # set once T was removed from both tables (a lost conflict check)
 
     @property
     def time(self) -> str:
@@ -94,12 +95,7 @@ class Transaction:
             self.lock.check()
             timeline.create_requested(instant)
             crash_point(BEGIN_REQUESTED)
-            self.heartbeat = Heartbeat(
-                self.table.storage,
-                time,
-                self.config.heartbeat_interval_ms / 1000,
-                self.config.heartbeat_expiry_s,
-            )
+            self.heartbeat = Heartbeat.from_config(self.table.storage, time, self.config)
             self.heartbeat.start()
             inflight_doc = CommitMetadata(operation_type=self.operation, extra_metadata={TOKEN_KEY: str(token)})
             self.instant = timeline.transition_to_inflight(instant, inflight_doc.to_json_bytes())
@@ -178,16 +174,18 @@ class Transaction:
     # abort -----------------------------------------------------------------------------
     def _undo(self) -> None:
         """Remove everything T wrote, in both tables (caller holds the lock); never a completed T."""
-        current = self.table.timeline().find(self.time)
+        timeline = self.table.timeline()
+        current = timeline.find(self.time)
         if current is not None and current.is_completed:
             return
         for path in self.marked_files():
             self.table.storage.delete(path)
         mdt = self.table.metadata()
         if mdt.exists() and mdt.timeline().find(self.time) is not None:
-            mdt.rollback(self.time, self.table.timeline())
+            mdt.rollback(self.time, timeline)
         self.table.storage.delete_dir(markers.marker_dir(self.time))
-        self.table.timeline().delete_instant_files(self.time, self.action)
+        timeline.delete_instant_files(self.time, self.action)
+        self.undone = True
 
     def abort(self) -> None:
         """Undo a write that failed in this process, under the lock when it can be had.
@@ -195,7 +193,8 @@ class Transaction:
         If the lock cannot be had, the instant is left to recovery: its heartbeat
         stops, so under LAZY it expires and the next writer rolls it back.
         """
-        if self.instant is None or self.instant.is_completed:
+        if self.instant is None or self.instant.is_completed or self.undone:
+            self._stop_heartbeat()
             self.close()
             return
         try:

@@ -37,6 +37,16 @@ def failed_writes(
     )
 
 
+def roll_back_failed_writes(
+    mdt: MetadataTable,
+    data_timeline: ActiveTimeline,
+    keep: str | None = None,
+    mdt_timeline: ActiveTimeline | None = None,
+) -> list[str]:
+    """Roll back every failed MDT write (see `failed_writes`); returns the instants rolled back."""
+    return [t for t in failed_writes(mdt, data_timeline, keep, mdt_timeline) if mdt.rollback(t, data_timeline)]
+
+
 def housekeeping(
     mdt: MetadataTable,
     data_timeline: ActiveTimeline,
@@ -47,9 +57,7 @@ def housekeeping(
     """Roll back failed MDT writes, retry pending compactions, schedule (and run) one if due."""
     done = Housekeeping()
     mdt_timeline = mdt.timeline()
-    for time in failed_writes(mdt, data_timeline, keep, mdt_timeline):
-        if mdt.rollback(time, data_timeline):
-            done.rolled_back.append(time)
+    done.rolled_back = roll_back_failed_writes(mdt, data_timeline, keep, mdt_timeline)
     if done.rolled_back:
         mdt_timeline = mdt.timeline()
     done.compacted += compaction.run_pending(mdt, data_timeline, mdt_timeline)
