@@ -3,8 +3,10 @@
 Builds a table of PARTITIONS x FILES_PER_PARTITION files by bulk commits (each a
 real instant mirrored into the MDT; files are placeholders: nothing reads
 them), then times (a) all partitions, (b) all files, (c) one partition's
-files, from the MDT and from a storage listing, in the same run. Then grows a
-table from 100 to 2,000 commits with compaction on and times an MDT lookup.
+files, from the MDT and from a storage listing, in the same run. Then times an
+MDT lookup as a table takes 100 to 2,000 commits with compaction on: a table
+of constant size (upserts and cleans through the coordinator; the flat-lookup
+target) and an append-only one (its partitions grow with the commits).
 Run: .venv/bin/python -m bench.listing [--partitions N] [--s3-partitions N]
 """
 
@@ -33,6 +35,7 @@ from timeline.table import Table
 
 FILES_PER_PARTITION = 10
 REPEATS = 5
+PHASE_WINDOW = 10  # commits per MDT compaction cycle sampled at each growth checkpoint
 
 
 def bulk_commit(table: Table, partitions: list[str], files_per_partition: int, known: set[str]) -> None:
@@ -78,13 +81,17 @@ def build(base: str, partitions: int, per_commit: int = 1000) -> Table:
     return table
 
 
-def timed(fn, repeats: int = REPEATS) -> float:
+def timed_samples(fn, repeats: int) -> list[float]:
     samples = []
     for _ in range(repeats):
         started = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
+    return samples
+
+
+def timed(fn, repeats: int = REPEATS) -> float:
+    return statistics.median(timed_samples(fn, repeats))
 
 
 def compare(table: Table) -> dict:
@@ -152,6 +159,69 @@ def growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int = 100)
     return out
 
 
+def steady_growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int = 100) -> dict:
+    """MDT lookup time as a table of constant size takes 100 to 2,000 commits.
+
+    Everything goes through the coordinator: one insert creates a file group per
+    partition, then every commit upserts one row (a new version of one file
+    group), a KEEP_LATEST_FILE_VERSIONS clean every 10 commits deletes the old
+    versions, MDT compaction and archival run as the coordinator runs them. So
+    the number of live files stays put and only the history grows: the figure
+    the "flat lookup" target is about.
+    """
+    import pyarrow as pa
+
+    from coordinator.clean import clean
+    from coordinator.config import CoordinatorConfig
+    from coordinator.locking import table_lock
+    from coordinator.writer import LocalWriter
+
+    table = Table.create(base, "steady", ["id"], ["p"], hive_style=False)
+    config = CoordinatorConfig(clean_policy="KEEP_LATEST_FILE_VERSIONS", file_versions_retained=1)
+    lock = table_lock(table, config)
+    writer = LocalWriter(table, coordinator=config, lock=lock)
+    names = [f"{i:03d}" for i in range(partitions)]
+
+    def rows(ids: list[int], value: float) -> pa.Table:
+        return pa.table({"id": pa.array(ids, pa.int64()), "p": [names[i] for i in ids], "v": [value] * len(ids)})
+
+    rng = random.Random(1)
+    writer.write(rows(list(range(partitions)), 0.0), "insert")
+    out: dict = {}
+    samples: list[float] = []
+    try:
+        for n in range(2, max(checkpoints) + 1):
+            writer.write(rows([rng.randrange(partitions)], float(n)), "upsert")
+            if n % 10 == 0:
+                clean(table, config, lock)
+            checkpoint = next((c for c in checkpoints if c - PHASE_WINDOW < n <= c), None)
+            if checkpoint is None:
+                continue
+            # Sampled over the last compaction cycle before the checkpoint, so each
+            # figure covers every phase (0 to 10 logs on the current slice).
+            loaded = table.timeline()
+            samples += timed_samples(
+                lambda loaded=loaded: MetadataReader(table.metadata(), loaded).listing(["007"]), 10
+            )
+            if n == checkpoint:
+                listing = MetadataReader(table.metadata(), loaded).listing()
+                out[str(n)] = {
+                    "lookup_ms": statistics.median(samples),
+                    "live_files": listing.num_rows,
+                    "log_files": sum(len(s.logs) for s in table.metadata().slices().values()),
+                    "active_instants": len(loaded.instants),
+                    "metadata_active_instants": len(table.metadata().timeline().instants),
+                }
+                samples = []
+                print(f"  {n:>5} commits: lookup {out[str(n)]['lookup_ms']:.2f} ms, {listing.num_rows} live files")
+    finally:
+        lock.close()
+    figures = [out[str(c)]["lookup_ms"] for c in checkpoints]
+    out["ratio_last_over_first"] = figures[-1] / figures[0]
+    out["ratio_max_over_min"] = max(figures) / min(figures)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--partitions", type=int, default=10_000)
@@ -161,6 +231,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.growth_only:
         checkpoints = tuple(c for c in (100, 500, 1000, 2000) if c <= args.commits)
+        steady_growth(tempfile.mkdtemp(prefix="tandem-steady-"), checkpoints)
         growth(tempfile.mkdtemp(prefix="tandem-growth-"), checkpoints)
         return
     work = Path(tempfile.mkdtemp(prefix="tandem-listing-bench-"))
@@ -189,7 +260,9 @@ def main() -> None:
     finally:
         moto.stop()
     checkpoints = tuple(c for c in (100, 500, 1000, 2000) if c <= args.commits)
-    print(f"growth: {checkpoints[0]} -> {checkpoints[-1]} commits, compaction every 10 deltacommits")
+    print(f"steady-size growth: {checkpoints[0]} -> {checkpoints[-1]} commits (upserts + clean, compaction, archival)")
+    results["steady_growth"] = steady_growth(str(work / "steady"), checkpoints)
+    print(f"append-only growth: {checkpoints[0]} -> {checkpoints[-1]} one-file commits (the table grows with them)")
     results["growth"] = growth(str(work / "grow"), checkpoints)
 
     print(f"{'where':<6} {'query':<16} {'metadata ms':>12} {'storage ms':>11} {'storage/metadata':>17}")
@@ -198,10 +271,11 @@ def main() -> None:
             f = results[where][key]
             ratio = f["storage_over_metadata"]
             print(f"{where:<6} {key[:-3]:<16} {f['metadata']:>12.1f} {f['storage']:>11.1f} {ratio:>17.1f}")
-    g = results["growth"]
+    steady, g = results["steady_growth"], results["growth"]
     print(
-        f"lookup {checkpoints[-1]} vs {checkpoints[0]} commits: x{g['ratio_last_over_first']:.2f} "
-        f"(with timeline loads x{g['ratio_with_timelines_last_over_first']:.2f})"
+        f"lookup {checkpoints[-1]} vs {checkpoints[0]} commits, steady size: x{steady['ratio_last_over_first']:.2f} "
+        f"(max/min over checkpoints x{steady['ratio_max_over_min']:.2f}; target <= 1.5x); "
+        f"append-only: x{g['ratio_last_over_first']:.2f} (partition files grow x{checkpoints[-1] // checkpoints[0]})"
     )
     chart = {
         f"{w} {k.split('_ms')[0].replace('_', ' ')}": results[w][k]["storage_over_metadata"]

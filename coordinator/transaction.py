@@ -63,6 +63,7 @@ class Transaction:
         self.instant: Instant | None = None
         self.metadata = CommitMetadata(operation_type=operation)
         self.seen: frozenset[str] = frozenset()
+        self.begin_timeline: ActiveTimeline | None = None  # the data timeline as begin left it (T inflight)
         self.heartbeat: Heartbeat | None = None
         # Partitions the writer already saw; they never disappear, so the commit
         # need not read the MDT to learn which of its partitions are new.
@@ -100,6 +101,7 @@ class Transaction:
             inflight_doc = CommitMetadata(operation_type=self.operation, extra_metadata={TOKEN_KEY: str(token)})
             self.instant = timeline.transition_to_inflight(instant, inflight_doc.to_json_bytes())
             crash_point(BEGIN_INFLIGHT)
+            self.begin_timeline = timeline
         return time
 
     # write -----------------------------------------------------------------------------

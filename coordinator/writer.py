@@ -22,6 +22,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.transaction import WRITE_FILE, Transaction
 from locks.base import LockProvider
 from timeline import keys
+from timeline.active_timeline import ActiveTimeline
 from timeline.avro_schema import arrow_to_avro
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.errors import BadInputError, ConflictError
@@ -81,6 +82,7 @@ class LocalWriter:
         self.options = options or WriteOptions()
         self.coordinator = coordinator or CoordinatorConfig()
         self.lock = lock
+        self._schema_cache: tuple[str, pa.Schema] | None = None  # (instant time, its data schema)
 
     # preparation -------------------------------------------------------------------
     def _prepare(self, data: pa.Table, operation: str, existing: pa.Schema | None) -> pa.Table:
@@ -105,24 +107,27 @@ class LocalWriter:
             schema = pq.read_schema(handle)
         return pa.schema([f for f in schema if f.name not in META_COLUMNS])
 
-    def _schema_without_view(self) -> tuple[bool, pa.Schema | None]:
+    def _schema_without_view(self, timeline: ActiveTimeline) -> tuple[bool, pa.Schema | None]:
         """The table schema from the newest completed write's own files: no listing, no MDT read.
 
         (False, None) when the active timeline cannot tell (no write on it but an archive exists).
         """
-        timeline = self.table.timeline()
         for instant in reversed(timeline.completed_writes()):
+            if self._schema_cache is not None and self._schema_cache[0] == instant.time:
+                return True, self._schema_cache[1]
             for stat in timeline.commit_metadata(instant).write_stats():
                 try:
-                    return True, self._schema_of(stat.path)
+                    schema = self._schema_of(stat.path)
                 except FileNotFoundError:
                     continue
+                self._schema_cache = (instant.time, schema)  # a completed instant's schema never changes
+                return True, schema
         return not timeline.archived_files, None
 
     def _view_and_schema(self, operation: str, txn: Transaction) -> tuple[FileSystemView | None, pa.Schema | None]:
         """Inserts read no file listing at all; every other operation plans against the view."""
         if operation in ("insert", "bulk_insert"):
-            known, existing = self._schema_without_view()
+            known, existing = self._schema_without_view(txn.begin_timeline)
             if known:
                 txn.known_partitions = set()  # re-listing a known partition is a harmless union
                 return None, existing

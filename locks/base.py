@@ -13,7 +13,6 @@ import socket
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from tenacity import (
@@ -25,6 +24,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from locks.lease_renewal import LeaseRenewer, Renew
 from timeline.errors import LockError
 
 
@@ -70,8 +70,8 @@ class LockProvider(ABC):
         # For lease-based providers: monotonic time after which the lease may have
         # passed. Counted from when the acquiring or renewing request was SENT.
         self.valid_until: float | None = None
-        self._heartbeat: threading.Thread | None = None
-        self._heartbeat_stop = threading.Event()
+        self._lease_s = 0.0
+        self._renewer = LeaseRenewer(self.name, self._renewed, self.lost.set)
 
     @abstractmethod
     def try_acquire(self) -> int | None:
@@ -89,8 +89,9 @@ class LockProvider(ABC):
     def force_release(self) -> None:
         """Free a stuck lock whoever holds it (operator action)."""
 
-    def close(self) -> None:  # noqa: B027 - most providers hold no client resources
+    def close(self) -> None:
         """Release client resources (sessions, threads)."""
+        self._renewer.close()
 
     def is_held(self) -> bool:
         if self.valid_until is not None and time.monotonic() >= self.valid_until:
@@ -102,35 +103,21 @@ class LockProvider(ABC):
         """When a lease granted by a request sent at `sent_at` may be gone (with a safety margin)."""
         return sent_at + lease_s - max(0.1 * lease_s, 0.05)
 
-    def start_heartbeat(self, lease_s: float, renew: Callable[[], bool | None]) -> None:
-        """Renew a lease every lease/3 on a daemon thread.
+    def start_heartbeat(self, lease_s: float, renew: Renew) -> None:
+        """Renew the lease every lease/3 on the provider's renewal thread.
 
         `renew` returns True when renewed (the deadline moves on from the send
         time), False when the lock is no longer ours (lost), None when the
         service could not be reached (try again; the deadline decides).
         """
-        self.stop_heartbeat()
-        stop = threading.Event()
+        self._renewer.start(lease_s, renew)
+        self._lease_s = lease_s
 
-        def beat() -> None:
-            while not stop.wait(lease_s / 3):
-                sent_at = time.monotonic()
-                renewed = renew()
-                if renewed is False:
-                    self.lost.set()
-                    return
-                if renewed:
-                    self.valid_until = self.lease_deadline(sent_at, lease_s)
-
-        self._heartbeat_stop = stop
-        self._heartbeat = threading.Thread(target=beat, name=f"tandem-{self.name}-lock-heartbeat", daemon=True)
-        self._heartbeat.start()
+    def _renewed(self, sent_at: float) -> None:
+        self.valid_until = self.lease_deadline(sent_at, self._lease_s)
 
     def stop_heartbeat(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat_stop.set()
-            self._heartbeat.join()
-            self._heartbeat = None
+        self._renewer.stop()
 
     def check(self) -> None:
         """Raise if the lock was lost: called before every protected write."""

@@ -98,19 +98,21 @@ class FileLock(LockProvider):
         if not self._write_new(self._doc(owner)):
             return None
         self.valid_until = self.lease_deadline(sent_at, self.lease_s)
-        token = self._next_token()
-        owner.token = token
-        self._rewrite(self._doc(owner))
+        # The lock file names no token until its first renewal: `owner()` reads the
+        # fence instead, which only the holder bumps, saving a rewrite per acquire.
+        owner.token = token = self._next_token()
         self.start_heartbeat(self.lease_s, lambda: self._rewrite(self._doc(owner)))
         return token
 
-    def _next_token(self) -> int:
+    def _fence(self) -> int:
         try:
             with open(self.fence_path, encoding="utf-8") as handle:
-                current = int(handle.read().strip() or 0)
+                return int(handle.read().strip() or 0)
         except FileNotFoundError:
-            current = 0
-        token = current + 1
+            return 0
+
+    def _next_token(self) -> int:
+        token = self._fence() + 1
         tmp = f"{self.fence_path}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(str(token))
@@ -142,7 +144,10 @@ class FileLock(LockProvider):
         current = self._read()
         if current is None or current.get("expires_at", 0) <= time.time() or "owner" not in current:
             return None
-        return OwnerInfo.from_json(json.dumps(current["owner"]))
+        owner = OwnerInfo.from_json(json.dumps(current["owner"]))
+        if not owner.token:
+            owner.token = self._fence()
+        return owner
 
     def force_release(self) -> None:
         try:

@@ -130,3 +130,4 @@ class ZookeeperLock(LockProvider):
             self.client.stop()
             self.client.close()
             self._started = False
+        super().close()

@@ -305,3 +305,24 @@ def test_lock_cli_status_and_forced_release(tmp_path):
     assert holder.owner() is None
     wait_until(holder.lost.is_set, 30, "the holder to find its lock gone")
     holder.release()
+
+
+def test_lease_renewer_renews_while_held_and_never_after_stop():
+    """One idle thread serves successive holds; a stopped hold's renew is never called again."""
+    from locks.lease_renewal import LeaseRenewer
+
+    renewed_at: list[float] = []
+    lost = threading.Event()
+    renewer = LeaseRenewer("test", renewed_at.append, lost.set)
+    first_calls: list[int] = []
+    renewer.start(0.03, lambda: first_calls.append(1) or True)
+    wait_until(lambda: len(first_calls) >= 3, 5, "three renewals of the first hold")
+    renewer.stop()
+    stopped_at = len(first_calls)
+    second_calls: list[int] = []
+    renewer.start(0.03, lambda: second_calls.append(1) or len(second_calls) < 2)
+    wait_until(lost.is_set, 5, "the second hold to report its lock lost")
+    renewer.close()
+    assert len(first_calls) == stopped_at
+    assert len(second_calls) == 2
+    assert len(renewed_at) == stopped_at + 1
