@@ -242,7 +242,7 @@ def main() -> None:
     print(f"  built in {time.perf_counter() - started:.1f} s")
     results["local"] = compare(local)
 
-    from tests.servers import MotoServer
+    from chaos.servers import MotoServer
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from bench.report import write_report
+from chaos.servers import MotoServer, ZooKeeperServer
 from locks.config import open_lock
-from tests.servers import MotoServer, ZooKeeperServer
 
 ROUNDS = 300
 CONTENDERS = 4

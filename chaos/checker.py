@@ -42,15 +42,24 @@ def hudi_rows(base: str) -> pa.Table:
 
 
 def check_readers(table: Table, key: str, expected: dict[str, dict] | None, use_hudi: bool) -> list[Violation]:
-    """Invariant 1: every reader sees the same rows, and (if known) exactly the committed ones."""
+    """Invariant 1: every reader sees the same rows, and (if known) exactly the committed ones.
+
+    A reader that fails (say, on a torn file it should never have opened) is a violation too.
+    """
     out = []
-    from_mdt = _rows(read_view(table, table.metadata_view()), key)
-    from_storage = _rows(read_view(table, table.storage_view()), key)
+    try:
+        from_mdt = _rows(read_view(table, table.metadata_view()), key)
+        from_storage = _rows(read_view(table, table.storage_view()), key)
+    except Exception as err:
+        return [Violation("1-readers-agree", f"a reader failed: {type(err).__name__}: {err}")]
     if from_mdt != from_storage:
         diff = sorted(k for k in set(from_mdt) | set(from_storage) if from_mdt.get(k) != from_storage.get(k))
         out.append(Violation("1-readers-agree", f"MDT-backed and storage-backed reads differ on keys {diff[:10]}"))
     if use_hudi:
-        hudi = hudi_rows(table.uri)
+        try:
+            hudi = hudi_rows(table.uri)
+        except Exception as err:
+            return out + [Violation("1-readers-agree", f"the hudi package failed: {type(err).__name__}: {err}")]
         from_hudi = _rows(hudi, key) if hudi.num_rows else {}
         if from_hudi != from_mdt:
             diff = sorted(k for k in set(from_hudi) | set(from_mdt) if from_hudi.get(k) != from_mdt.get(k))

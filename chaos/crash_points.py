@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 CRASH_EXIT_CODE = 137
@@ -19,6 +19,7 @@ CRASH_EXIT_CODE = 137
 REGISTRY: dict[str, str] = {}
 _hits: dict[str, int] = {}
 _simulated: list[tuple[str, int]] = []
+_observer: Callable[[str], None] | None = None
 
 
 class SimulatedCrash(BaseException):
@@ -46,6 +47,17 @@ def simulate(name: str, nth: int = 1) -> Iterator[None]:
         _hits.pop(name, None)
 
 
+def observe(callback: Callable[[str], None] | None) -> None:
+    """Have every hit of every point reported to `callback` (the enumerator counts them)."""
+    global _observer
+    _observer = callback
+
+
+def reset_hits() -> None:
+    """Forget hit counts (a forked child starts counting afresh)."""
+    _hits.clear()
+
+
 def _from_env(variable: str) -> tuple[str, int] | None:
     spec = os.environ.get(variable)
     if not spec:
@@ -66,6 +78,8 @@ def crash_point(name: str) -> None:
     """Die (or freeze) here if chaos asked for it; otherwise do nothing."""
     if name not in REGISTRY:
         raise KeyError(f"crash point {name!r} is not registered")
+    if _observer is not None:
+        _observer(name)
     if _simulated:
         if _hit(name, _simulated[-1]):
             raise SimulatedCrash(name)

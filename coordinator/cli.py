@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from chaos.cli import chaos as chaos_commands
 from coordinator.config import CoordinatorConfig, parse_settings
 from coordinator.input_files import read_input
 from coordinator.writer import OPERATIONS, LocalWriter
@@ -505,6 +506,9 @@ def demo(path: str | None):
     from coordinator.demo import run_demo
 
     run_demo(path, console)
+
+
+cli.add_command(chaos_commands)
 
 
 def main() -> None:

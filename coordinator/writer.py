@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -304,13 +305,18 @@ class LocalWriter:
             file_size_in_bytes=size,
         )
 
-    def write(self, data: pa.Table, operation: str) -> WriteResult:
-        """Write `data` as one instant; on any failure the instant is undone."""
+    def write(self, data: pa.Table, operation: str, on_begin: Callable[[str], None] | None = None) -> WriteResult:
+        """Write `data` as one instant; on any failure the instant is undone.
+
+        `on_begin` hears the instant time as soon as it is inflight (histories, progress).
+        """
         operation = operation.lower()
         if operation not in OPERATIONS:
             raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
         action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
+            if on_begin is not None:
+                on_begin(txn.time)
             view, existing = self._view_and_schema(operation, txn)
             rows = self._prepare(data, operation, existing)
             if operation in ("upsert", "delete"):

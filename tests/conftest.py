@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.servers import MotoServer
+from chaos.servers import MotoServer
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO.parent / "shared" / "fixtures"
@@ -71,7 +71,7 @@ def hudi_read(path: str | os.PathLike) -> pa.Table:
 
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
-    from tests.servers import ZooKeeperServer
+    from chaos.servers import ZooKeeperServer
 
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
     yield server

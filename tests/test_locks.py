@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from chaos.servers import MotoServer
 from locks.base import RetryPolicy
 from locks.config import open_lock, uri_from_hudi_config
 from tests.conftest import tandem, wait_until
-from tests.servers import MotoServer
 from timeline.errors import BadInputError, LockError
 
 PROVIDERS = ["file", "zk", "dynamodb"]

@@ -33,7 +33,7 @@ def wait_for_port(port: int, deadline_s: float, proc: subprocess.Popen | None = 
 class MotoServer:
     """moto's HTTP server in its own process: the S3 and DynamoDB APIs on loopback.
 
-    Started through `tests.moto_serial` (one request at a time) so that
+    Started through `chaos.moto_serial` (one request at a time) so that
     conditional writes are atomic, as on real DynamoDB.
     """
 
@@ -49,7 +49,7 @@ class MotoServer:
 
     def start(self) -> MotoServer:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.moto_serial", "127.0.0.1", str(self.port)]
+            [sys.executable, "-m", "chaos.moto_serial", "127.0.0.1", str(self.port)]
             + (["--threaded"] if self.threaded else []),
             stdout=self.log,
             stderr=subprocess.STDOUT,

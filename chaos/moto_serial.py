@@ -5,7 +5,7 @@ lock, so two conditional writes to one item can both succeed; real DynamoDB
 serialises them. Serving one request at a time gives the endpoint DynamoDB's
 atomic conditional writes, which is what the lock tests depend on.
 
-Usage: python -m tests.moto_serial HOST PORT [--threaded]
+Usage: python -m chaos.moto_serial HOST PORT [--threaded]
 (`--threaded` serves requests concurrently, for bulk S3 loads that need no atomicity.)
 """
 

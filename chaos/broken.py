@@ -1,0 +1,62 @@
+"""Deliberately broken variants of the coordinator, to prove the checker can fail.
+
+`tandem chaos run --break NAME` applies one before exploring; a correct checker
+must then report violations. Nothing outside the chaos suite ever imports this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from coordinator.transaction import Transaction
+from timeline.active_timeline import ActiveTimeline
+from timeline.fs_view import FileSystemView
+from timeline.instant import State
+from timeline.mdt.reader import MetadataReader
+
+
+def data_before_metadata() -> None:
+    """Complete T on the data timeline first, then apply it to the MDT (the order DESIGN §2 forbids)."""
+    mirror = Transaction.mirror_to_metadata
+    complete = ActiveTimeline.complete
+
+    def complete_data_first(self: Transaction, metadata, timeline: ActiveTimeline) -> None:
+        self.instant = complete(timeline, self.instant, metadata.to_json_bytes())
+        mirror(self, metadata, timeline)
+
+    def complete_once(self: ActiveTimeline, instant, data: bytes):
+        if instant.state == State.COMPLETED:
+            return instant
+        return complete(self, instant, data)
+
+    Transaction.mirror_to_metadata = complete_data_first
+    ActiveTimeline.complete = complete_once
+
+
+class _EverythingCompleted:
+    """A timeline that calls every instant completed."""
+
+    def __init__(self, timeline: ActiveTimeline) -> None:
+        self._timeline = timeline
+
+    def __getattr__(self, name: str):
+        return getattr(self._timeline, name)
+
+    def is_completed_or_archived(self, time: str) -> bool:
+        return True
+
+
+def no_completed_instant_filter() -> None:
+    """Readers take every MDT log block and every file, whether its instant completed or not."""
+    MetadataReader.is_valid = lambda self, time: True
+    MetadataReader._filter_by_data_timeline = lambda self, listing: listing
+    view_init = FileSystemView.__init__
+    FileSystemView.__init__ = lambda self, files, timeline, as_of=None: view_init(
+        self, files, _EverythingCompleted(timeline), as_of
+    )
+
+
+BROKEN: dict[str, Callable[[], None]] = {
+    "data-before-metadata": data_before_metadata,
+    "no-completed-instant-filter": no_completed_instant_filter,
+}

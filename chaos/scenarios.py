@@ -1,0 +1,129 @@
+"""The single-writer scenarios the enumerator crashes: one protocol run each.
+
+A scenario builds a table in a template folder (`prepare`, run once, never
+crashed) and then performs one action on a copy of it (`act`, run in a forked
+child that the enumerator kills at every crash state). Rows are small and the
+file lock is the embedded default, so a crash state costs milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
+from chaos.crash_points import SimulatedCrash, simulate
+from coordinator.clean import clean
+from coordinator.config import CoordinatorConfig
+from coordinator.locking import table_lock
+from coordinator.services import archive_table, compact, recover_table
+from coordinator.writer import LocalWriter
+from timeline.table import Table
+
+KEY = "id"
+PARTITIONS = ("p0", "p1")
+
+
+def config() -> CoordinatorConfig:
+    """Single-writer settings: EAGER rollback, archival and MDT compaction left to their scenarios."""
+    return CoordinatorConfig(
+        failed_writes_policy="EAGER",
+        auto_archive=False,
+        max_delta_commits=1000,
+        clean_policy="KEEP_LATEST_FILE_VERSIONS",
+        file_versions_retained=1,
+    )
+
+
+def rows(ids: list[int], version: int) -> pa.Table:
+    return pa.table(
+        {
+            KEY: [f"k{i:03d}" for i in ids],
+            "part": [PARTITIONS[i % 2] for i in ids],
+            "v": pa.array([version] * len(ids), pa.int64()),
+        }
+    )
+
+
+def write(base: str, data: pa.Table, operation: str, settings: CoordinatorConfig | None = None) -> None:
+    table = Table.open(base)
+    settings = settings or config()
+    lock = table_lock(table, settings)
+    try:
+        LocalWriter(table, coordinator=settings, lock=lock).write(data, operation)
+    finally:
+        lock.close()
+
+
+def _service(base: str, run: Callable[[Table, CoordinatorConfig, object], object]) -> None:
+    table = Table.open(base)
+    settings = config()
+    lock = table_lock(table, settings)
+    try:
+        run(table, settings, lock)
+    finally:
+        lock.close()
+
+
+def _new_table(base: str) -> None:
+    Table.create(base, "chaos", [KEY], ["part"])
+    write(base, rows(list(range(8)), 0), "insert")
+
+
+def _with_history(base: str) -> None:
+    """A table whose file groups have several versions (for clean) and several MDT deltacommits."""
+    _new_table(base)
+    for version in range(1, 4):
+        write(base, rows([0, 1, 2, 3], version), "upsert")
+
+
+def _with_failed_write(base: str) -> None:
+    """A write that died after its MDT deltacommit and before its data completion."""
+    _new_table(base)
+    try:
+        with simulate("commit.mdt"):
+            write(base, rows([1, 2, 20], 9), "upsert")
+    except SimulatedCrash:
+        pass
+    table = Table.open(base)
+    table_lock(table, config()).force_release()  # the dead writer's lease has passed
+
+
+def _with_many_commits(base: str) -> None:
+    """34 commits with MDT compaction on (data archival never passes the latest MDT compaction)."""
+    _new_table(base)
+    settings = replace(config(), max_delta_commits=10)
+    for n in range(1, 34):
+        write(base, rows([100 + n], n), "insert", settings)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    doc: str
+    prepare: Callable[[str], None]
+    act: Callable[[str], None]
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("insert", "insert new keys into two partitions", _new_table,
+                 lambda b: write(b, rows([10, 11, 12, 13], 1), "insert")),
+        Scenario("upsert", "update two keys, add two", _with_history,
+                 lambda b: write(b, rows([2, 3, 30, 31], 7), "upsert")),
+        Scenario("delete", "delete two keys", _new_table,
+                 lambda b: write(b, rows([4, 5], 0), "delete")),
+        Scenario("insert_overwrite", "replace partition p0", _new_table,
+                 lambda b: write(b, rows([40, 42], 5), "insert_overwrite")),
+        Scenario("clean", "KEEP_LATEST_FILE_VERSIONS=1 clean of old versions", _with_history,
+                 lambda b: _service(b, lambda t, c, lock: clean(t, c, lock))),
+        Scenario("rollback", "`tandem recover` of a write that died after its MDT deltacommit",
+                 _with_failed_write, lambda b: _service(b, recover_table)),
+        Scenario("mdt_compaction", "forced MDT compaction as the worker runs it", _with_history,
+                 lambda b: _service(b, lambda t, c, lock: compact(t, c, lock, force=True))),
+        Scenario("archival", "archival of both timelines (34 commits)", _with_many_commits,
+                 lambda b: _service(b, archive_table)),
+    )
+}  # fmt: skip

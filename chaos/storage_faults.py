@@ -1,0 +1,140 @@
+"""Storage fault injection: count every mutation, die after the k-th, optionally torn.
+
+`install` wraps the mutating methods of `Storage` (create, create-if-absent,
+write, delete, rename) in the current process. It is only ever called in a
+forked child that the enumerator then lets die, so the wrapped class never
+leaks into the process that recovers and checks. With `crash_after=k` the k-th
+mutation is carried out (or, torn, only a prefix of its bytes reaches storage)
+and the process ends with `os._exit`, as a power cut or SIGKILL would leave it.
+
+A torn atomic write (create-if-absent, write-replace) can only leave its
+temporary file: the final name appears whole or not at all. A torn streamed
+write (data and MDT base files) leaves a prefix under the final name.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chaos.crash_points import CRASH_EXIT_CODE
+from timeline.storage import Storage
+
+MUTATIONS = ("create_if_absent", "write_bytes", "delete", "delete_dir", "move", "open_output")
+WRITES = ("create_if_absent", "write_bytes", "open_output")
+
+
+@dataclass
+class MutationLog:
+    """Every mutation seen, in order: (kind, relative path).
+
+    With `journal` set, each mutation is named in that file before it happens,
+    so the process that outlives the crash can say what it died after.
+    """
+
+    entries: list[tuple[str, str]] = field(default_factory=list)
+    journal: Path | None = None
+
+    def record(self, kind: str, rel: str) -> int:
+        if self.journal is not None:
+            self.journal.write_text(f"{kind} {rel}")
+        self.entries.append((kind, rel))
+        return len(self.entries)
+
+
+@dataclass
+class FaultPlan:
+    crash_after: int | None = None  # die right after this mutation (1-based)
+    torn: bool = False  # only a prefix of that mutation's bytes reaches storage
+
+
+def _die() -> None:
+    os._exit(CRASH_EXIT_CODE)
+
+
+def _torn_prefix(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+class _StreamedOutput(io.BytesIO):
+    """Buffers a streamed write so the fault plan can decide what reaches storage on close."""
+
+    def __init__(self, finish: Callable[[bytes], None]) -> None:
+        super().__init__()
+        self._finish = finish
+
+    def close(self) -> None:
+        if not self.closed:
+            data = self.getvalue()
+            super().close()
+            self._finish(data)
+
+
+def install(plan: FaultPlan, log: MutationLog) -> None:
+    """Wrap Storage's mutations in this process according to `plan`."""
+    original = {name: getattr(Storage, name) for name in MUTATIONS}
+
+    def count(kind: str, rel: str) -> bool:
+        """Record one mutation; True when it is the one to crash after."""
+        return log.record(kind, rel) == plan.crash_after
+
+    def create_if_absent(self: Storage, rel: str, data: bytes, durable: bool = True) -> bool:
+        last = count("create_if_absent", rel)
+        if last and plan.torn:
+            original["write_bytes"](self, f"{rel}.torn.tmp", _torn_prefix(data))
+            _die()
+        created = original["create_if_absent"](self, rel, data, durable)
+        if last:
+            _die()
+        return created
+
+    def write_bytes(self: Storage, rel: str, data: bytes) -> None:
+        last = count("write_bytes", rel)
+        original["write_bytes"](self, f"{rel}.torn.tmp" if last and plan.torn else rel, _maybe_torn(data, last))
+        if last:
+            _die()
+
+    def _maybe_torn(data: bytes, last: bool) -> bytes:
+        return _torn_prefix(data) if last and plan.torn else data
+
+    def delete(self: Storage, rel: str) -> bool:
+        last = count("delete", rel)
+        deleted = original["delete"](self, rel)
+        if last:
+            _die()
+        return deleted
+
+    def delete_dir(self: Storage, rel: str) -> None:
+        last = count("delete_dir", rel)
+        original["delete_dir"](self, rel)
+        if last:
+            _die()
+
+    def move(self: Storage, src: str, dst: str) -> None:
+        last = count("move", f"{src} -> {dst}")
+        original["move"](self, src, dst)
+        if last:
+            _die()
+
+    def open_output(self: Storage, rel: str):
+        def finish(data: bytes) -> None:
+            last = count("open_output", rel)
+            with original["open_output"](self, rel) as out:
+                out.write(_maybe_torn(data, last))
+            if last:
+                _die()
+
+        return _StreamedOutput(finish)
+
+    for name, wrapper in (
+        ("create_if_absent", create_if_absent),
+        ("write_bytes", write_bytes),
+        ("delete", delete),
+        ("delete_dir", delete_dir),
+        ("move", move),
+        ("open_output", open_output),
+    ):
+        setattr(Storage, name, wrapper)
