@@ -23,3 +23,15 @@ lint: $(STAMP)
 
 test: $(STAMP) system-deps lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+# The long chaos runs: every crash state with both readers, then 5-minute nemeses per lock service.
+chaos: $(STAMP) system-deps
+	mkdir -p docs/chaos
+	$(VENV)/bin/tandem chaos run --scenario all --report docs/chaos/crash-states.json
+	$(VENV)/bin/tandem chaos nemesis --lock-service zookeeper --duration 300 --report docs/chaos/nemesis-zookeeper.json
+	$(VENV)/bin/tandem chaos nemesis --lock-service dynamodb --duration 300 --report docs/chaos/nemesis-dynamodb.json
+
+bench: $(STAMP)
+	$(PY) -m bench.locks
+	$(PY) -m bench.listing
+	$(PY) -m bench.commit

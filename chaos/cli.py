@@ -177,7 +177,7 @@ def nemesis(lock_service: str, duration_s: float, seed: int, report_path: str | 
 
         report = run_nemesis(lock_service, duration_s, seed, on_tick=tick)
         progress.update(task, completed=duration_s)
-    table = RichTable("lock service", "commits", "conflicts", "other aborts", "killed mid-write", "rollbacks",
+    table = RichTable("lock", "commits", "conflicts", "aborts", "killed", "rollbacks",
                       "kills", "pauses", "lock faults", "violations", title="nemesis run")  # fmt: skip
     table.add_row(
         report.lock_service,
@@ -189,6 +189,8 @@ def nemesis(lock_service: str, duration_s: float, seed: int, report_path: str | 
     if report_path:
         Path(report_path).write_text(json.dumps(report.to_dict(), indent=2))
         console.print(f"report: {report_path}")
+    if report.kept_dir:
+        console.print(f"kept for inspection: {report.kept_dir}")
     for violation in report.violations[:5]:
         console.print(f"[red]violation[/red] {violation['invariant']}: {violation['detail']}")
     if report.violations:

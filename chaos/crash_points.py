@@ -5,6 +5,8 @@ lookup. With `TANDEM_CRASH_AT=name[:n]` the process dies with `os._exit` at the
 n-th hit of that point, leaving storage exactly as a SIGKILL would. With
 `TANDEM_PAUSE_AT=name[:n]` it stops itself there (SIGSTOP) instead, so a test
 or nemesis can act while it is frozen mid-protocol and then SIGCONT it.
+With `TANDEM_CRASH_ONCE=FILE` as well, only the first process to get there dies
+(it creates FILE first): a Spark task dies once and its retry goes through.
 """
 
 from __future__ import annotations
@@ -74,6 +76,18 @@ def _hit(name: str, target: tuple[str, int] | None) -> bool:
     return _hits[name] == target[1]
 
 
+def _first_to_crash() -> bool:
+    """True unless `TANDEM_CRASH_ONCE` names a file some process already created."""
+    once = os.environ.get("TANDEM_CRASH_ONCE")
+    if not once:
+        return True
+    try:
+        os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def crash_point(name: str) -> None:
     """Die (or freeze) here if chaos asked for it; otherwise do nothing."""
     if name not in REGISTRY:
@@ -84,7 +98,7 @@ def crash_point(name: str) -> None:
         if _hit(name, _simulated[-1]):
             raise SimulatedCrash(name)
         return
-    if _hit(name, _from_env("TANDEM_CRASH_AT")):
+    if _hit(name, _from_env("TANDEM_CRASH_AT")) and _first_to_crash():
         os._exit(CRASH_EXIT_CODE)
     if _hit(name, _from_env("TANDEM_PAUSE_AT")):
         os.kill(os.getpid(), signal.SIGSTOP)

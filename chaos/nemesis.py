@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,6 +66,7 @@ class NemesisReport:
     pauses: int = 0
     lock_service_faults: int = 0
     process_crashes: int = 0
+    kept_dir: str | None = None
     violations: list[dict] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
 
@@ -272,6 +274,10 @@ def run_nemesis(
     _check(table, history, report)
     service.stop()
     report.seconds = round(time.monotonic() - started, 1)
+    if report.violations or report.process_crashes:
+        report.kept_dir = str(work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     return report
 
 

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,6 +58,15 @@ class WriteResult:
         return [s.path for s in self.metadata.write_stats()]
 
 
+class InstantSink(Protocol):
+    """Where a file's marker goes: the driver's transaction, or an executor's view of it."""
+
+    @property
+    def time(self) -> str: ...
+
+    def create_marker(self, path: str, kind: str = "CREATE") -> None: ...
+
+
 @dataclass
 class _FileWrite:
     """One file to write: its group, rows (with meta columns) and stat counters."""
@@ -97,7 +107,7 @@ class LocalWriter:
             keys.partition_paths(data, self.config.partition_fields, self.config.hive_style),
         )
 
-    def _existing_schema(self, view: FileSystemView) -> pa.Schema | None:
+    def existing_schema(self, view: FileSystemView) -> pa.Schema | None:
         latest = view.latest_base_files()
         if not latest:
             return None
@@ -134,9 +144,9 @@ class LocalWriter:
                 return None, existing
         view = self.table.view()
         txn.known_partitions = set(view.partitions())
-        return view, self._existing_schema(view)
+        return view, self.existing_schema(view)
 
-    def _dedupe(self, rows: pa.Table) -> pa.Table:
+    def dedupe(self, rows: pa.Table) -> pa.Table:
         """Keep one row per key: the largest precombine value, else the last row."""
         order = pa.array(range(rows.num_rows))
         rows = rows.append_column("__order", order)
@@ -154,7 +164,7 @@ class LocalWriter:
         return rows.sort_by("__order").drop_columns(["__order"])
 
     # planning ------------------------------------------------------------------------
-    def _split_new(self, partition: str, rows: pa.Table) -> list[_FileWrite]:
+    def split_new(self, partition: str, rows: pa.Table) -> list[_FileWrite]:
         """New file groups, as few as the target file size allows, evenly filled."""
         if rows.num_rows == 0:
             return []
@@ -185,7 +195,7 @@ class LocalWriter:
         except FileNotFoundError as err:
             raise ConflictError(f"{base.path} was cleaned while this write read it: a newer version exists") from err
 
-    def _merge(self, base: BaseFile, incoming: pa.Table | None, delete_keys: set[str]) -> _FileWrite:
+    def merge(self, base: BaseFile, incoming: pa.Table | None, delete_keys: set[str]) -> _FileWrite:
         """Rewrite one file group: old rows minus replaced/deleted keys, plus incoming."""
         old = self._read(base)
         old_keys = self._row_keys(old)
@@ -213,9 +223,9 @@ class LocalWriter:
         for partition in sorted(set(rows.column(PARTITION).to_pylist())):
             part_rows = rows.filter(pc.equal(rows.column(PARTITION), partition))
             if operation in ("insert", "bulk_insert"):
-                writes += self._split_new(partition, part_rows)
+                writes += self.split_new(partition, part_rows)
             elif operation == "insert_overwrite":
-                writes += self._split_new(partition, part_rows)
+                writes += self.split_new(partition, part_rows)
                 replaced[partition] = [g.file_id for g in view.file_groups(partition)]
             else:
                 writes += self._plan_merge(operation, partition, part_rows, view)
@@ -237,11 +247,11 @@ class LocalWriter:
         for file_id, idx in sorted(by_group.items()):
             chosen = rows.take(pa.array(idx))
             if operation == "delete":
-                writes.append(self._merge(bases[file_id], None, set(chosen.column(KEY).to_pylist())))
+                writes.append(self.merge(bases[file_id], None, set(chosen.column(KEY).to_pylist())))
             else:
-                writes.append(self._merge(bases[file_id], chosen, set()))
+                writes.append(self.merge(bases[file_id], chosen, set()))
         if operation == "upsert":
-            writes += self._split_new(partition, rows.take(pa.array(new_rows, pa.int64())))
+            writes += self.split_new(partition, rows.take(pa.array(new_rows, pa.int64())))
         return writes
 
     # writing ----------------------------------------------------------------------------
@@ -281,9 +291,13 @@ class LocalWriter:
         if not self.table.storage.exists(path):
             self.table.storage.create_if_absent(path, body.encode())
 
-    def write_file(self, txn: Transaction, write: _FileWrite, task: int) -> WriteStat:
-        """Marker first, then the parquet file; returns its write stat."""
-        name = base_file_name(write.file_id, write_token(task), txn.time)
+    def write_file(self, txn: InstantSink, write: _FileWrite, task: int, token: str | None = None) -> WriteStat:
+        """Marker first, then the parquet file; returns its write stat.
+
+        `token` is the write token in the file name (Spark: partition-stage-attempt),
+        so a retried task never overwrites its failed attempt's file.
+        """
+        name = base_file_name(write.file_id, token or write_token(task), txn.time)
         path = f"{write.partition}/{name}" if write.partition else name
         self._ensure_partition(write.partition, txn.time)
         table = self._with_meta(write, name, txn.time, task)
@@ -320,7 +334,7 @@ class LocalWriter:
             view, existing = self._view_and_schema(operation, txn)
             rows = self._prepare(data, operation, existing)
             if operation in ("upsert", "delete"):
-                rows = self._dedupe(rows)
+                rows = self.dedupe(rows)
             writes, replaced = self._plan(operation, rows, view)
             metadata = txn.metadata
             metadata.schema = arrow_to_avro(_data_schema(rows, existing, operation), self.config.name)

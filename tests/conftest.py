@@ -117,9 +117,9 @@ def wait_until(predicate, deadline_s: float, what: str) -> None:
 FAST_FILE_LOCK = "file?lease_ms=2000"  # a killed holder's lease passes in 2 s, not the default 60 s
 
 
-def tandem(*args: str, crash_at: str | None = None) -> subprocess.CompletedProcess:
+def tandem(*args: str, crash_at: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the `tandem` CLI in its own process; `crash_at` kills it at that crash point."""
-    env = {"TANDEM_LOCK": FAST_FILE_LOCK, **os.environ}
+    env = {"TANDEM_LOCK": FAST_FILE_LOCK, **os.environ, **(env or {})}
     if crash_at:
         env["TANDEM_CRASH_AT"] = crash_at
     return subprocess.run(

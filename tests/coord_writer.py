@@ -72,7 +72,7 @@ def paused(base: str, config: CoordinatorConfig) -> None:
     sys.stdin.readline()
     try:
         with_meta = writer._prepare(batch("paused", 0), "upsert", None)
-        for task, write in enumerate(writer._split_new("p0", with_meta)):
+        for task, write in enumerate(writer.split_new("p0", with_meta)):
             txn.metadata.add(writer.write_file(txn, write, task))
         txn.commit()
         print("committed", flush=True)

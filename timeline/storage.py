@@ -154,9 +154,20 @@ class Storage:
             raise
 
     def delete_dir(self, rel: str) -> None:
-        """Delete a folder and everything in it, if present."""
-        if self.exists(rel):
+        """Delete a folder and everything in it, if present.
+
+        Tolerates a concurrent deleter: marker folders are removed by whichever
+        of a writer, a rollback or a clean gets there first.
+        """
+        if not self.exists(rel):
+            return
+        try:
             self.fs.delete_dir(self.full(rel))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if "No such file" not in str(exc) and "NoSuchKey" not in str(exc):
+                raise
 
     def makedirs(self, rel: str) -> None:
         self.fs.create_dir(self.full(rel), recursive=True)

@@ -1,0 +1,28 @@
+"""A local SparkSession on the embedded defaults, with Python workers from this interpreter."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+TASK_ATTEMPTS = 2  # like a cluster: a failed task is retried once, so retries are exercised locally too
+
+
+def local_session(app: str = "tandem", cores: int = 2) -> SparkSession:
+    """`local[cores, attempts]`: the UI and its port are off; timestamps are UTC like the files."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master(f"local[{cores},{TASK_ATTEMPTS}]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(cores * 2))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session

@@ -1,0 +1,229 @@
+"""A Spark DataFrame as one instant: executors write the files, the driver commits.
+
+The driver begins the instant through the coordinator's `Transaction`, tags the
+incoming records with a simple index (a join with the keys of the latest file
+slices of the touched partitions, read by the executors), and repartitions them
+by target file group. Each task then writes its groups straight to their final
+names, marker first, with its partition-stage-attempt as the write token, and
+returns write stats; the driver commits with those stats, and the commit's
+finalize step deletes every marked file no stat names (a retried task's files).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from functools import partial
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+from pyspark.sql.types import StringType, StructField, StructType
+
+from chaos.crash_points import crash_point
+from coordinator import markers
+from coordinator.config import CoordinatorConfig
+from coordinator.transaction import WRITE_MARKER, Transaction
+from coordinator.writer import KEY, OPERATIONS, PARTITION, LocalWriter, WriteOptions, WriteResult
+from locks.base import LockProvider
+from timeline import keys
+from timeline.avro_schema import arrow_to_avro
+from timeline.commit_metadata import WriteStat
+from timeline.errors import BadInputError
+from timeline.file_names import BaseFile, write_token
+from timeline.fs_view import FileSystemView
+from timeline.instant import COMMIT, REPLACE_COMMIT
+from timeline.storage import Storage
+from timeline.table import META_COLUMNS, Table
+
+TARGET = "_tandem_target"  # the file id a record goes to; NEW for records that start new file groups
+NEW = ""
+STAT = "stat"
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """What every write task needs, shipped to the executors with the task closure."""
+
+    base_uri: str
+    instant: str
+    operation: str
+    bases: dict[str, BaseFile]  # file id -> latest base file, for the groups this write rewrites
+    options: WriteOptions
+
+
+@dataclass(frozen=True)
+class ExecutorInstant:
+    """The transaction as an executor sees it: its time, and where markers go."""
+
+    storage: Storage
+    time: str
+
+    def create_marker(self, path: str, kind: str = "CREATE") -> None:
+        markers.create_marker(self.storage, self.time, path, kind)
+        crash_point(WRITE_MARKER)
+
+
+class SparkWriter:
+    """Writes DataFrames into one table, each as one instant through the coordinator."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        table: Table,
+        options: WriteOptions | None = None,
+        coordinator: CoordinatorConfig | None = None,
+        lock: LockProvider | None = None,
+    ) -> None:
+        self.spark = spark
+        self.table = table
+        self.options = options or WriteOptions()
+        self.coordinator = coordinator or CoordinatorConfig()
+        self.lock = lock
+        self.local = LocalWriter(table, self.options)
+
+    def write(self, df: DataFrame, operation: str) -> WriteResult:
+        operation = operation.lower()
+        if operation not in OPERATIONS:
+            raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
+        action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
+        df = df.drop(*[c for c in df.columns if c in META_COLUMNS or c in (KEY, PARTITION, TARGET)])
+        with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
+            view = self.table.view()
+            txn.known_partitions = set(view.partitions())
+            existing = self.local.existing_schema(view)
+            if existing is not None and operation != "delete":
+                df = _cast_to(df, existing)
+            keyed = self._with_keys(df).persist()
+            try:
+                partitions = sorted(r[0] for r in keyed.select(PARTITION).distinct().collect())
+                tagged = self._tag(keyed, view, partitions, operation)
+                groups = sorted(r[0] for r in tagged.select(TARGET).distinct().collect() if r[0] != NEW)
+                bases = {b.file_id: b for b in view.latest_base_files() if b.file_id in set(groups)}
+                plan = TaskPlan(self.table.uri, txn.time, operation, bases, self.options)
+                tasks = max(1, min(len(groups) + len(partitions), self.spark.sparkContext.defaultParallelism * 2))
+                written = tagged.repartition(tasks, TARGET, PARTITION).mapInArrow(
+                    partial(write_task, plan), StructType([StructField(STAT, StringType())])
+                )
+                stats = [WriteStat(**json.loads(row[STAT])) for row in written.collect()]
+                rows_in = keyed.count()
+            finally:
+                keyed.unpersist()
+            metadata = txn.metadata
+            metadata.schema = arrow_to_avro(_data_schema(df, existing, operation), self.table.config.name)
+            if action == REPLACE_COMMIT:
+                metadata.partition_to_replace_file_ids = {
+                    p: [g.file_id for g in view.file_groups(p)] for p in partitions
+                }
+            for stat in sorted(stats, key=lambda s: s.path):
+                metadata.add(stat)
+        return WriteResult(txn.time, operation, metadata, rows_in)
+
+    def _with_keys(self, df: DataFrame) -> DataFrame:
+        """Add the record key and partition path, computed on the executors as the local writer does."""
+        config = self.table.config
+        schema = StructType([*df.schema.fields, StructField(KEY, StringType()), StructField(PARTITION, StringType())])
+        add = partial(add_keys, config.record_key_fields, config.partition_fields, config.hive_style)
+        return df.mapInArrow(add, schema)
+
+    def _tag(self, keyed: DataFrame, view: FileSystemView, partitions: list[str], operation: str) -> DataFrame:
+        """Simple index: each record's existing file group in its partition, or NEW."""
+        if operation not in ("upsert", "delete"):
+            return keyed.withColumn(TARGET, F.lit(NEW))
+        files = [f for f in view.latest_base_files() if f.partition in set(partitions)]
+        if not files:
+            tagged = keyed.withColumn(TARGET, F.lit(NEW))
+        else:
+            index = self.index_of(files)
+            tagged = (
+                keyed.join(index, (keyed[KEY] == index["key"]) & (keyed[PARTITION] == index["partition"]), "left")
+                .withColumn(TARGET, F.coalesce(index["file_id"], F.lit(NEW)))
+                .drop("key", "partition", "file_id")
+            )
+        return tagged.filter(F.col(TARGET) != NEW) if operation == "delete" else tagged
+
+    def index_of(self, files: list[BaseFile]) -> DataFrame:
+        """(key, partition, file_id) of every record in `files`, read by the executors."""
+        listing = self.spark.createDataFrame(
+            [(f.path, f.partition, f.file_id) for f in files], "path string, partition string, file_id string"
+        )
+        slices = max(1, min(len(files), self.spark.sparkContext.defaultParallelism * 2))
+        config = self.table.config
+        read = partial(keys_of_files, self.table.uri, config.record_key_fields, config.populate_meta_fields)
+        schema = "key string, partition string, file_id string"
+        return listing.repartition(slices).mapInArrow(read, schema)
+
+
+def add_keys(key_fields: list[str], partition_fields: list[str], hive_style: bool, batches: Iterator[pa.RecordBatch]):
+    for batch in batches:
+        rows = pa.Table.from_batches([batch])
+        rows = rows.append_column(KEY, keys.record_keys(rows, key_fields))
+        rows = rows.append_column(PARTITION, keys.partition_paths(rows, partition_fields, hive_style))
+        yield from rows.to_batches()
+
+
+def keys_of_files(base_uri: str, key_fields: list[str], meta_fields: bool, batches: Iterator[pa.RecordBatch]):
+    storage = Storage(base_uri)
+    for batch in batches:
+        for path, partition, file_id in zip(*(batch.column(c).to_pylist() for c in batch.schema.names), strict=True):
+            with storage.open_input(path) as handle:
+                rows = pq.read_table(handle, columns=[KEY] if meta_fields else key_fields)
+            found = rows.column(KEY) if meta_fields else keys.record_keys(rows, key_fields)
+            n = rows.num_rows
+            yield pa.RecordBatch.from_arrays(
+                [found.combine_chunks(), pa.array([partition] * n, pa.string()), pa.array([file_id] * n, pa.string())],
+                names=["key", "partition", "file_id"],
+            )
+
+
+def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One Spark task: write every file group routed to it; yield one write stat per file."""
+    received = list(batches)
+    if not received or not any(b.num_rows for b in received):
+        return
+    rows = pa.Table.from_batches(received)
+    table = Table.open(plan.base_uri)
+    writer = LocalWriter(table, plan.options)
+    context = TaskContext.get()
+    token = write_token(context.partitionId(), context.stageId(), context.attemptNumber())
+    if plan.operation in ("upsert", "delete"):
+        rows = writer.dedupe(rows)
+    writes = []
+    for target in sorted(set(rows.column(TARGET).to_pylist())):
+        group = rows.filter(pc.equal(rows.column(TARGET), target)).drop_columns([TARGET])
+        if target == NEW:
+            for partition in sorted(set(group.column(PARTITION).to_pylist())):
+                writes += writer.split_new(partition, group.filter(pc.equal(group.column(PARTITION), partition)))
+        elif plan.operation == "delete":
+            writes.append(writer.merge(plan.bases[target], None, set(group.column(KEY).to_pylist())))
+        else:
+            writes.append(writer.merge(plan.bases[target], group, set()))
+    sink = ExecutorInstant(table.storage, plan.instant)
+    stats = [writer.write_file(sink, write, context.partitionId(), token) for write in writes]
+    yield pa.RecordBatch.from_pydict({STAT: [json.dumps(asdict(s)) for s in stats]})
+
+
+def _cast_to(df: DataFrame, schema: pa.Schema) -> DataFrame:
+    """Cast incoming columns to the table's types (Spark's cast: a value that won't cast becomes null)."""
+    columns = []
+    for name in df.columns:
+        if name in schema.names:
+            columns.append(F.col(name).cast(from_arrow_type(schema.field(name).type)).alias(name))
+        else:
+            columns.append(F.col(name))
+    return df.select(*columns)
+
+
+def _data_schema(df: DataFrame, existing: pa.Schema | None, operation: str) -> pa.Schema:
+    """The table's data schema after this write: existing columns plus new ones."""
+    incoming = to_arrow_schema(df.schema)
+    if existing is None:
+        return incoming
+    if operation == "delete":
+        return existing
+    return pa.unify_schemas([existing, incoming], promote_options="permissive")

@@ -1,0 +1,95 @@
+"""The chaos suite, bounded: every crash state of the single-writer scenarios, the
+broken variants it must catch, and one short nemesis run on a real ZooKeeper.
+
+Each run is a `tandem chaos` subprocess: the enumerator forks, which must not
+happen inside pytest's own process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+COMMIT_AND_ROLLBACK = ("commit.", "rollback.", "mdt.deltacommit.", "mdt.rollback.")
+
+
+def _tandem(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _registered_points() -> list[str]:
+    listing = _tandem("chaos", "list", "--json", timeout=120)
+    assert listing.returncode == 0, listing.stderr
+    return list(json.loads(listing.stdout)["crash_points"])
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory) -> dict:
+    report = tmp_path_factory.mktemp("chaos") / "report.json"
+    done = _tandem("chaos", "run", "--scenario", "all", "--report", str(report), timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return json.loads(report.read_text())
+
+
+def test_every_crash_state_of_every_scenario_recovers_with_no_violation(full_run: dict) -> None:
+    scenarios = {s["scenario"]: s for s in full_run["scenarios"]}
+    assert set(scenarios) == {
+        "insert", "upsert", "delete", "insert_overwrite", "clean", "rollback", "mdt_compaction", "archival",
+    }  # fmt: skip
+    assert full_run["violations"] == 0
+    for name, result in scenarios.items():
+        assert result["mutations"] > 0, name
+        assert result["states_explored"] == result["states_total"] > result["mutations"], name
+        assert result["recoveries"] == result["states_explored"], name
+        assert not result["errors"], result["errors"]
+
+
+def test_every_commit_and_rollback_crash_point_is_hit(full_run: dict) -> None:
+    hit = {point for s in full_run["scenarios"] for point in s["point_hits"]}
+    protocol_points = [p for p in _registered_points() if p.startswith(COMMIT_AND_ROLLBACK)]
+    assert protocol_points
+    assert sorted(set(protocol_points) - hit) == []
+
+
+def test_every_registered_crash_point_is_hit_by_some_scenario(full_run: dict) -> None:
+    hit = {point for s in full_run["scenarios"] for point in s["point_hits"]}
+    assert sorted(set(_registered_points()) - hit) == []
+
+
+@pytest.mark.parametrize(
+    ("variant", "invariant"),
+    [
+        ("data-before-metadata", "mdt-equals-storage"),
+        ("no-completed-instant-filter", "uncommitted-invisible"),
+    ],
+)
+def test_a_broken_variant_is_caught(tmp_path: Path, variant: str, invariant: str) -> None:
+    report = tmp_path / "broken.json"
+    done = _tandem(
+        "chaos", "run", "--scenario", "insert", "--sample", "8", "--no-hudi", "--break", variant,
+        "--report", str(report), timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    violations = json.loads(report.read_text())["scenarios"][0]["violations"]
+    assert violations
+    assert invariant in {v["invariant"] for v in violations}
+    assert all(v["replay"].startswith("tandem chaos run") for v in violations)
+
+
+def test_short_nemesis_on_zookeeper_has_no_violation(tmp_path: Path) -> None:
+    report = tmp_path / "nemesis.json"
+    done = _tandem(
+        "chaos", "nemesis", "--lock-service", "zookeeper", "--duration", "40", "--seed", "7",
+        "--report", str(report), timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(report.read_text())
+    assert result["violations"] == []
+    assert result["commits"] > 0
+    assert result["kills"] + result["pauses"] > 0
+    assert result["lock_service_faults"] > 0
+    assert result["process_crashes"] == 0

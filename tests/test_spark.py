@@ -1,0 +1,174 @@
+"""PySpark in local mode: coordinated writes by the executors, MDT-backed reads, S3, retried tasks."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from chaos.checker import check_table
+from tests.conftest import hudi_read, rows_by_key, tandem
+from timeline.table import Table
+
+pytest.importorskip("pyspark")
+
+
+@pytest.fixture(scope="module")
+def spark(moto):
+    """One local session for the module; the S3 settings are in place before the JVM starts,
+    so the Python workers it forks inherit them."""
+    os.environ.update(
+        AWS_ENDPOINT_URL_S3=moto.url,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    from coordinator.spark.session import local_session
+
+    session = local_session("tandem-tests")
+    yield session
+    session.stop()
+
+
+def _rows(ids: list[int], version: int) -> list[dict]:
+    return [{"id": i, "city": ["ams", "ber", "lis"][i % 3], "v": float(version), "ts": version} for i in ids]
+
+
+def _apply(expected: dict, rows: list[dict], operation: str) -> None:
+    if operation == "delete":
+        for row in rows:
+            expected.pop(row["id"], None)
+    elif operation == "insert_overwrite":
+        cities = {r["city"] for r in rows}
+        for key in [k for k, r in expected.items() if r["city"] in cities]:
+            del expected[key]
+        expected.update({r["id"]: r for r in rows})
+    else:
+        expected.update({r["id"]: r for r in rows})
+
+
+def _keyed(expected: dict[int, dict]) -> dict[str, dict]:
+    """The checker's form: rows by the key as a string."""
+    return {str(k): row for k, row in expected.items()}
+
+
+def _spark_rows(df) -> list[dict]:
+    return rows_by_key(pa.Table.from_pylist([r.asDict() for r in df.collect()]), ["id"])
+
+
+def test_every_operation_through_spark_matches_every_reader(spark, tmp_path: Path) -> None:
+    from coordinator.spark.reader import read_table
+    from coordinator.spark.writer import SparkWriter
+
+    table = Table.create(str(tmp_path / "t"), "trips", ["id"], ["city"], hive_style=True, precombine_field="ts")
+    writer = SparkWriter(spark, table)
+    expected: dict[int, dict] = {}
+    rng = random.Random(3)
+    steps = [
+        ("insert", _rows(list(range(300)), 1)),
+        ("upsert", _rows(rng.sample(range(300), 40) + list(range(300, 330)), 2)),
+        ("delete", _rows(rng.sample(range(330), 25), 3)),
+        ("bulk_insert", _rows(list(range(400, 450)), 4)),
+        ("insert_overwrite", _rows(list(range(1000, 1030, 3)), 5)),
+    ]
+    instants = []
+    for operation, rows in steps:
+        result = writer.write(spark.createDataFrame(rows), operation)
+        instants.append(result.instant)
+        _apply(expected, rows, operation)
+        assert check_table(table, "id", _keyed(expected)) == []
+        snapshot = _spark_rows(read_table(spark, table.uri))
+        assert [r["id"] for r in snapshot] == sorted(expected)
+        assert [r["v"] for r in snapshot] == [expected[k]["v"] for k in sorted(expected)]
+    upsert_stats = table.timeline().commit_metadata(table.timeline().find(instants[1])).write_stats()
+    assert any(s.prev_commit == instants[0] for s in upsert_stats), "updates rewrite existing file groups"
+    assert sorted(r["id"] for r in hudi_read(table.uri).to_pylist()) == sorted(expected)
+
+
+def test_reads_prune_partitions_travel_in_time_and_read_incrementally(spark, tmp_path: Path) -> None:
+    from coordinator.spark.reader import prune_partitions, read_table
+    from coordinator.spark.writer import SparkWriter
+
+    table = Table.create(str(tmp_path / "t"), "trips", ["id"], ["city"], hive_style=True)
+    writer = SparkWriter(spark, table)
+    first = writer.write(spark.createDataFrame(_rows(list(range(60)), 1)), "insert").instant
+    second = writer.write(spark.createDataFrame(_rows([0, 1, 2, 100], 2)), "upsert").instant
+    third = writer.write(spark.createDataFrame(_rows([3, 101], 3)), "upsert").instant
+
+    partitions = table.view().partitions()
+    assert prune_partitions(spark, table, partitions, "city = 'ber'") == ["city=ber"]
+    assert sorted(prune_partitions(spark, table, partitions, "v > 1")) == sorted(partitions)  # data column
+    berlin = _spark_rows(read_table(spark, table.uri, where="city = 'ber'"))
+    assert {r["city"] for r in berlin} == {"ber"} and len(berlin) == 20
+
+    as_of_first = _spark_rows(read_table(spark, table.uri, as_of=first))
+    assert len(as_of_first) == 60 and {r["v"] for r in as_of_first} == {1.0}
+
+    changed = _spark_rows(read_table(spark, table.uri, since=first, until=second))
+    assert [r["id"] for r in changed] == [0, 1, 2, 100]
+    latest_changes = _spark_rows(read_table(spark, table.uri, since=second))
+    assert [(r["id"], r["_hoodie_commit_time"]) for r in latest_changes] == [(3, third), (101, third)]
+
+
+def test_spark_writes_and_reads_an_s3_table(spark, moto) -> None:
+    import boto3
+
+    from coordinator.spark.reader import read_table
+    from coordinator.spark.writer import SparkWriter
+
+    bucket = f"tandem-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=moto.url).create_bucket(Bucket=bucket)
+    base = f"s3://{bucket}/trips"
+    table = Table.create(base, "trips", ["id"], ["city"], hive_style=True)
+    lock = f"dynamodb://spark-locks?region=us-east-1&endpoint={moto.url}"
+    from coordinator.config import CoordinatorConfig
+
+    writer = SparkWriter(spark, table, coordinator=CoordinatorConfig(lock_uri=lock))
+    writer.write(spark.createDataFrame(_rows(list(range(30)), 1)), "insert")
+    writer.write(spark.createDataFrame(_rows([5, 6, 40], 2)), "upsert")
+    rows = _spark_rows(read_table(spark, base))
+    assert [r["id"] for r in rows] == list(range(30)) + [40]
+    assert {r["id"]: r["v"] for r in rows}[5] == 2.0
+    expected = {r["id"]: r for r in _rows(list(range(30)), 1)}
+    _apply(expected, _rows([5, 6, 40], 2), "upsert")
+    assert check_table(Table.open(base), "id", _keyed(expected), use_hudi=False) == []
+
+
+def test_a_retried_task_leaves_no_duplicate_file(tmp_path: Path) -> None:
+    """The first task attempt dies after writing its file; the retry's file is the one committed."""
+    base = tmp_path / "t"
+    Table.create(str(base), "trips", ["id"], ["city"], hive_style=True)
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(_rows(list(range(90)), 1)), source)
+    once = tmp_path / "crashed-once"
+    env = {"TANDEM_CRASH_AT": "commit.write.file:1", "TANDEM_CRASH_ONCE": str(once)}
+    done = tandem(
+        "write", str(base), "--input", str(source), "--operation", "insert", "--engine", "spark", "--json", env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert once.exists(), "no task attempt died: the test exercised nothing"
+    table = Table.open(str(base))
+    committed = {s.path for s in table.timeline().commit_metadata(table.timeline().completed()[0]).write_stats()}
+    on_disk = {str(p.relative_to(base)) for p in base.rglob("*.parquet")}
+    assert on_disk == committed
+    assert any(path.split("_")[1].endswith("-1") for path in committed), "the retry (attempt 1) wrote a file"
+    assert json.loads(done.stdout)["files_written"] == len(committed)
+    assert sorted(r["id"] for r in hudi_read(base).to_pylist()) == list(range(90))
+
+
+def test_cli_reads_with_spark(tmp_path: Path) -> None:
+    base = tmp_path / "t"
+    Table.create(str(base), "trips", ["id"], ["city"], hive_style=True)
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(_rows(list(range(12)), 1)), source)
+    assert tandem("write", str(base), "--input", str(source), "--operation", "insert").returncode == 0
+    out = tmp_path / "out.parquet"
+    done = tandem("read", str(base), "--engine", "spark", "--where", "city = 'lis'", "--output", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(pq.read_table(out).column("id").to_pylist()) == [2, 5, 8, 11]
