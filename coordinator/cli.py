@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from functools import partial
 
 import click
+import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table as RichTable
@@ -17,12 +18,15 @@ from rich.table import Table as RichTable
 from chaos.cli import chaos as chaos_commands
 from coordinator.config import CoordinatorConfig, parse_settings
 from coordinator.input_files import read_input
-from coordinator.writer import OPERATIONS, LocalWriter
+from coordinator.writer import OPERATIONS, LocalWriter, WriteResult
 from timeline.errors import BadInputError, LockError, TandemError
 from timeline.instant import parse_instant_time
 from timeline.mdt.reader import MetadataReader
 from timeline.reader import read_view
 from timeline.table import META_COLUMNS, Table
+
+ENGINES = ("local", "spark")
+ENGINE_HELP = "local: this process with pyarrow; spark: a local Spark session, files written by its executors."
 
 console = Console()
 
@@ -103,7 +107,7 @@ def init(path: str, name: str, record_key: str, partition_by: str | None, hive_s
 @click.argument("path")
 @click.option("--input", "input_path", required=True, help="Rows to write: .parquet, .csv or .jsonl.")
 @click.option("--operation", type=click.Choice(OPERATIONS), required=True)
-@click.option("--engine", type=click.Choice(["local"]), default="local", show_default=True)
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True, help=ENGINE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @coordinator_options
 def write(
@@ -112,8 +116,10 @@ def write(
     """Write a file of rows as one instant (exit 3 if it lost a conflict, 4 if the lock was unavailable)."""
     config = _config(lock_uri, settings)
     table = Table.open(path)
-    data = read_input(input_path)
-    result = LocalWriter(table, coordinator=config).write(data, operation)
+    if engine == "spark":
+        result = _spark_write(table, input_path, operation, config)
+    else:
+        result = LocalWriter(table, coordinator=config).write(read_input(input_path), operation)
     doc = {
         "instant": result.instant,
         "operation": operation,
@@ -134,14 +140,33 @@ def write(
 @cli.command()
 @click.argument("path")
 @click.option("--as-of", default=None, help="Read the table as of this instant (time travel).")
-@click.option("--engine", type=click.Choice(["local"]), default="local", show_default=True)
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True, help=ENGINE_HELP)
+@click.option("--where", default=None, help="Spark SQL filter; on partition columns it prunes partitions (spark).")
+@click.option("--since", default=None, help="Incremental read: commits after this instant (spark).")
+@click.option("--until", default=None, help="Incremental read: commits up to this instant (spark).")
 @click.option("--output", default=None, help="Write the rows to this .parquet file instead of printing.")
 @click.option("--limit", default=20, show_default=True, help="Rows to print.")
 @click.option("--meta", is_flag=True, help="Print the five _hoodie_ meta columns too.")
-def read(path: str, as_of: str | None, engine: str, output: str | None, limit: int, meta: bool):
-    """Read the latest snapshot (or the snapshot as of an instant)."""
+def read(
+    path: str,
+    as_of: str | None,
+    engine: str,
+    where: str | None,
+    since: str | None,
+    until: str | None,
+    output: str | None,
+    limit: int,
+    meta: bool,
+):
+    """Read the latest snapshot, a snapshot as of an instant, or (spark) the changes between instants."""
     table = Table.open(path)
-    rows = read_view(table, table.view(_check_instant(as_of)))
+    as_of, since, until = (_check_instant(t) for t in (as_of, since, until))
+    if engine == "spark":
+        rows = _spark_read(path, as_of, where, since, until)
+    elif where or since or until:
+        raise BadInputError("--where, --since and --until need --engine spark")
+    else:
+        rows = read_view(table, table.view(as_of))
     if output:
         if not output.endswith(".parquet"):
             raise BadInputError(f"--output {output} must end in .parquet")
@@ -199,6 +224,29 @@ def ls(path: str, partition: str | None, source: str | None, as_json: bool):
         return
     for item in doc:
         click.echo(f"{item['partition'] or '.'}\t{item['file']}\t{item['size']}")
+
+
+def _spark_write(table: Table, input_path: str, operation: str, config) -> WriteResult:
+    from coordinator.spark.inputs import read_input_frame
+    from coordinator.spark.session import local_session
+    from coordinator.spark.writer import SparkWriter
+
+    spark = local_session()
+    try:
+        return SparkWriter(spark, table, coordinator=config).write(read_input_frame(spark, input_path), operation)
+    finally:
+        spark.stop()
+
+
+def _spark_read(path: str, as_of: str | None, where: str | None, since: str | None, until: str | None) -> pa.Table:
+    from coordinator.spark.reader import read_table
+    from coordinator.spark.session import local_session
+
+    spark = local_session()
+    try:
+        return read_table(spark, path, as_of=as_of, where=where, since=since, until=until).toArrow()
+    finally:
+        spark.stop()
 
 
 def _require_mdt(table: Table):

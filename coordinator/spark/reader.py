@@ -9,11 +9,13 @@ because Spark's `s3a` connector (hadoop-aws) does not ship with pyspark.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from functools import partial
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -27,6 +29,7 @@ from timeline.storage import Storage
 from timeline.table import META_COLUMNS, Table
 
 COMMIT_TIME = "_hoodie_commit_time"
+SPARK_QUERY_LOGGER = "SQLQueryContextLogger"
 
 
 def read_table(
@@ -80,12 +83,17 @@ def prune_partitions(spark: SparkSession, table: Table, partitions: list[str], w
         return partitions
     rows = [(p, *partition_values(p, fields, table.config.hive_style)) for p in partitions]
     values = spark.createDataFrame(rows, ", ".join(["__partition string", *(f"`{f}` string" for f in fields)]))
+    quiet = logging.getLogger(SPARK_QUERY_LOGGER)
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)  # an unresolved data column is expected here, not an error to log
     try:
         return [r[0] for r in values.filter(where).select("__partition").collect()]
-    except Exception as err:  # noqa: BLE001 - Spark's AnalysisException and parse errors alike
-        if "UNRESOLVED_COLUMN" in str(err) or "cannot be resolved" in str(err):
+    except AnalysisException as err:
+        if "UNRESOLVED_COLUMN" in str(err):
             return partitions
         raise BadInputError(f"--where {where!r}: {str(err).splitlines()[0]}") from err
+    finally:
+        quiet.setLevel(level)
 
 
 def partition_values(partition: str, fields: list[str], hive_style: bool) -> list[str]:
