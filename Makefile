@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 system-deps:
 	bash scripts/install-system-deps.sh
 
-demo: $(STAMP)
+demo: $(STAMP) system-deps
 	$(VENV)/bin/tandem demo
 
 lint: $(STAMP)

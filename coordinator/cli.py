@@ -549,11 +549,15 @@ def lock_release(path: str, lock_uri: str, force: bool):
 
 @cli.command()
 @click.argument("path", required=False)
-def demo(path: str | None):
-    """Run a small pipeline of commits on the embedded defaults and show the result."""
+@click.option("--batches", default=6, show_default=True, help="Spark write jobs in the pipeline (at least 4).")
+@click.option("--rows", default=20000, show_default=True, help="Rows of the first insert.")
+def demo(path: str | None, batches: int, rows: int):
+    """The main job: a Spark pipeline with async clean and compaction workers, on the embedded defaults."""
     from coordinator.demo import run_demo
 
-    run_demo(path, console)
+    if batches < 4 or rows < 100:
+        raise BadInputError("--batches must be >= 4 and --rows >= 100")
+    run_demo(path, console, batches, rows)
 
 
 cli.add_command(chaos_commands)

@@ -1,70 +1,153 @@
-"""The main job on the embedded defaults: a small pipeline of several commits, narrated."""
+"""The main job on the embedded defaults: a Spark pipeline with async table services beside it.
+
+Local storage, the file lock, local Spark. Batches of inserts, upserts and
+deletes go into a partitioned table through `SparkWriter` while a clean worker
+and an MDT compaction worker run as their own processes on the same lock (the
+LAZY failed-writes policy, as for any table with several writers). Then the
+timelines, the table read back through Spark, and what listing costs through
+the metadata table against storage.
+"""
 
 from __future__ import annotations
 
 import random
+import signal
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
-import pyarrow as pa
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
-from coordinator.writer import LocalWriter
-from timeline.reader import read_view
+from coordinator.config import CoordinatorConfig
 from timeline.table import Table
 
 CITIES = ["amsterdam", "berlin", "chennai", "denver", "lisbon"]
+SETTINGS = {
+    "hoodie.cleaner.policy.failed.writes": "LAZY",
+    "hoodie.metadata.compact.max.delta.commits": "4",
+    "hoodie.cleaner.commits.retained": "2",
+}
+WORKER_INTERVAL_S = 2.0
+WORKER_STOP_S = 60
 
 
-def _batch(rng: random.Random, ids: list[int], stamp: int) -> pa.Table:
-    return pa.table(
-        {
-            "trip_id": ids,
-            "city": [CITIES[i % len(CITIES)] for i in ids],
-            "ts": [stamp] * len(ids),
-            "fare": [round(rng.uniform(5, 80), 2) for _ in ids],
-        }
-    )
+def _rows(rng: random.Random, ids: list[int], stamp: int) -> list[dict]:
+    return [
+        {"trip_id": i, "city": CITIES[i % len(CITIES)], "ts": stamp, "fare": round(rng.uniform(5, 80), 2)} for i in ids
+    ]
 
 
-def run_demo(path: str | None, console: Console, batches: int = 6, rows: int = 2000) -> Table:
+def _steps(rng: random.Random, batches: int, rows: int) -> list[tuple[str, list[int]]]:
+    steps = [("insert", list(range(rows)))]
+    for b in range(1, max(batches - 2, 2)):
+        steps.append(("upsert", rng.sample(range(rows), rows // 10) + list(range(rows + b * 100, rows + b * 100 + 50))))
+    steps.append(("delete", rng.sample(range(rows), rows // 20)))
+    steps.append(("insert", list(range(rows * 10, rows * 10 + rows // 4))))
+    return steps
+
+
+def _start_worker(kind: str, base: str, logs: Path) -> tuple[subprocess.Popen, Path]:
+    log = logs / f"worker-{kind}.log"
+    settings = [arg for key, value in SETTINGS.items() for arg in ("--set", f"{key}={value}")]
+    command = [sys.executable, "-m", "coordinator", "worker", kind, base, "--interval", str(WORKER_INTERVAL_S)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([*command, *settings], stdout=out, stderr=subprocess.STDOUT)
+    return proc, log
+
+
+def _stop_worker(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(WORKER_STOP_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run_demo(path: str | None, console: Console, batches: int = 6, rows: int = 20000) -> Table:
+    from coordinator.spark.reader import read_table
+    from coordinator.spark.session import local_session
+    from coordinator.spark.writer import SparkWriter
+
     base = path or tempfile.mkdtemp(prefix="tandem-demo-")
     table = Table.create(base, "trips", ["trip_id"], ["city"], hive_style=True, precombine_field="ts")
-    console.print(f"table [bold]trips[/] at {table.uri} (local storage, partitioned by city)")
+    console.print(f"table [bold]trips[/] at {table.uri}: local storage, file lock, local Spark, partitioned by city")
     rng = random.Random(7)
-    writer = LocalWriter(table)
-    steps = [("insert", list(range(rows)))]
-    for b in range(1, batches - 2):
-        steps.append(("upsert", rng.sample(range(rows + b * 100), rows // 10)))
-    steps.append(("delete", rng.sample(range(rows), rows // 20)))
-    steps.append(("insert_overwrite", list(range(rows * 10, rows * 10 + 50, len(CITIES)))))
-    with Progress(console=console) as progress:
-        task = progress.add_task("commits", total=len(steps))
-        for stamp, (operation, ids) in enumerate(steps, start=1):
-            started = time.perf_counter()
-            result = writer.write(_batch(rng, ids, stamp), operation)
-            elapsed = (time.perf_counter() - started) * 1000
-            progress.console.print(
-                f"  {result.instant}  {operation:<16} {len(ids):>5} rows -> "
-                f"{len(result.files_written)} file(s), {elapsed:.0f} ms"
-            )
-            progress.advance(task)
-    timeline = RichTable(title="timeline")
-    for column in ("instant", "action", "state"):
-        timeline.add_column(column)
-    for instant in table.timeline().instants:
-        timeline.add_row(instant.time, instant.action, instant.state.value)
-    console.print(timeline)
-    view = table.storage_view()
-    rows_now = read_view(table, view)
-    per_city = RichTable(title=f"read back: {rows_now.num_rows} rows")
-    per_city.add_column("partition")
-    per_city.add_column("rows", justify="right")
-    per_city.add_column("files", justify="right")
-    for partition in view.partitions():
-        count = sum(1 for p in rows_now.column("_hoodie_partition_path").to_pylist() if p == partition)
-        per_city.add_row(partition, str(count), str(len(view.latest_base_files(partition))))
-    console.print(per_city)
+    steps = _steps(rng, batches, rows)
+    with console.status("starting Spark (local mode)"):
+        spark = local_session("tandem-demo")
+    logs = Path(tempfile.mkdtemp(prefix="tandem-demo-logs-"))
+    workers = [_start_worker(kind, base, logs) for kind in ("clean", "compact")]
+    console.print(f"async clean and compaction workers started (every {WORKER_INTERVAL_S:g} s, same lock)")
+    writer = SparkWriter(spark, table, coordinator=CoordinatorConfig.from_hudi(SETTINGS))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=console) as progress:
+            task = progress.add_task("Spark write jobs", total=len(steps))
+            for stamp, (operation, ids) in enumerate(steps, start=1):
+                started = time.perf_counter()
+                result = writer.write(spark.createDataFrame(_rows(rng, ids, stamp)), operation)
+                elapsed = (time.perf_counter() - started) * 1000
+                progress.console.print(
+                    f"  {result.instant}  {operation:<7} {len(ids):>6} rows -> "
+                    f"{len(result.files_written)} file(s), {elapsed:.0f} ms"
+                )
+                progress.advance(task)
+        with console.status("stopping the workers (SIGTERM)"):
+            for proc, _ in workers:
+                _stop_worker(proc)
+        for _, log in workers:
+            last = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            console.print(f"  {last[-1] if last else log.name + ': no output'}")
+        _print_timelines(table, console)
+        _print_read_back(spark, read_table, table, console)
+    finally:
+        for proc, _ in workers:
+            if proc.poll() is None:
+                proc.kill()
+        spark.stop()
+    _print_listing(table, console)
     return table
+
+
+def _print_timelines(table: Table, console: Console) -> None:
+    shown = RichTable(title="data timeline (newest 12)")
+    for column in ("instant", "action", "state"):
+        shown.add_column(column)
+    for instant in table.timeline().instants[-12:]:
+        shown.add_row(instant.time, instant.action, instant.state.value)
+    console.print(shown)
+    mdt = table.metadata().timeline()
+    actions: dict[str, int] = {}
+    for instant in mdt.completed():
+        actions[instant.action] = actions.get(instant.action, 0) + 1
+    console.print("metadata timeline: " + ", ".join(f"{n} {action}" for action, n in sorted(actions.items())))
+
+
+def _print_read_back(spark, read_table, table: Table, console: Console) -> None:
+    df = read_table(spark, table.uri)
+    per_city = df.groupBy("city").count().orderBy("city").collect()
+    shown = RichTable(title=f"read back through Spark: {df.count()} rows", caption="file list from the metadata table")
+    shown.add_column("city")
+    shown.add_column("rows", justify="right")
+    for row in per_city:
+        shown.add_row(row["city"], str(row["count"]))
+    console.print(shown)
+
+
+def _print_listing(table: Table, console: Console) -> None:
+    timings = {}
+    for source in ("metadata", "storage"):
+        started = time.perf_counter()
+        files = table.view(source=source).latest_base_files()
+        timings[source] = ((time.perf_counter() - started) * 1000, len(files))
+    (mdt_ms, mdt_files), (fs_ms, fs_files) = timings["metadata"], timings["storage"]
+    console.print(
+        f"listing the latest files: metadata table {mdt_ms:.1f} ms ({mdt_files} files), "
+        f"storage {fs_ms:.1f} ms ({fs_files} files)"
+        + ("" if mdt_files == fs_files else "  [red]the two listings differ[/]")
+    )

@@ -14,10 +14,12 @@ def local_session(app: str = "tandem", cores: int = 2) -> SparkSession:
     """`local[cores, attempts]`: the UI and its port are off; timestamps are UTC like the files."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: no network interface needed
     session = (
         SparkSession.builder.master(f"local[{cores},{TASK_ATTEMPTS}]")
         .appName(app)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(cores * 2))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
