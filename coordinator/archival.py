@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 
 from chaos.crash_points import crash_point, register
 from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
-from timeline.instant import DELTA_COMMIT, Instant, State
+from timeline.instant import DELTA_COMMIT, ROLLBACK, Instant, State
 from timeline.mdt import compaction, layout
+from timeline.storage import Storage
 from timeline.table import TEMP_DIR, Table
 
 BUNDLE_WRITTEN = register("archive.bundle", "archive bundle written, instants still active")
@@ -103,6 +104,34 @@ def _data_boundary(table: Table, timeline: ActiveTimeline) -> str:
     return min(limits, default="9" * 17)
 
 
+def _sweep_rolled_back_files(timeline: ActiveTimeline, rollbacks: list[Instant]) -> None:
+    """Delete once more the files each archived rollback deleted.
+
+    A writer paused past its heartbeat can land a file after its instant was
+    rolled back (its marker predates the rollback, the file does not). Once the
+    rollback is archived the rolled-back instant is older than the active
+    timeline, and readers would take its files as archived-completed; so they
+    must be gone first. The paths are exact (from the rollback's plan), no listing.
+    """
+    for rollback in rollbacks:
+        metadata = timeline.avro(rollback)
+        for partition in (metadata.get("partitionMetadata") or {}).values():
+            for path in partition.get("successDeleteFiles") or []:
+                relative = _relative_to_base(timeline.storage, path)
+                if relative is not None:
+                    timeline.storage.delete(relative)
+
+
+def _relative_to_base(storage: Storage, path: str) -> str | None:
+    """Tandem records relative paths; Hudi's writers record absolute ones (None if outside the base)."""
+    if "://" not in path and not path.startswith("/"):
+        return path
+    for prefix in (storage.base_uri, storage.root, f"file:{storage.root}"):
+        if path.startswith(prefix.rstrip("/") + "/"):
+            return path[len(prefix.rstrip("/")) + 1 :]
+    return None
+
+
 def archive_data(table: Table, min_commits: int, max_commits: int) -> list[str]:
     """Archive the data timeline down to `min_commits` completed instants once it exceeds `max_commits`."""
     timeline = table.timeline()
@@ -113,6 +142,7 @@ def archive_data(table: Table, min_commits: int, max_commits: int) -> list[str]:
     chosen = _prefix(completed[: len(completed) - min_commits], lambda i: i.time < boundary)
     if not chosen:
         return []
+    _sweep_rolled_back_files(timeline, [i for i in chosen if i.action == ROLLBACK])
     _move(timeline, chosen, BUNDLE_WRITTEN)
     return [i.time for i in chosen]
 

@@ -180,7 +180,10 @@ class Transaction:
         current = timeline.find(self.time)
         if current is not None and current.is_completed:
             return
-        for path in self.marked_files():
+        # What this process wrote, too: a rollback by another process (this one was
+        # paused past its heartbeat) deletes the markers, then a file may still land.
+        written = {s.path for s in self.metadata.write_stats()}
+        for path in sorted(set(self.marked_files()) | written):
             self.table.storage.delete(path)
         mdt = self.table.metadata()
         if mdt.exists() and mdt.timeline().find(self.time) is not None:

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from chaos.checker import check_table
+from chaos.crash_points import SimulatedCrash, simulate
 from coordinator.archival import read_bundle
 from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
@@ -264,3 +265,24 @@ def test_paused_writer_is_never_both_rolled_back_and_completed(table):
     assert "aborted" in out and "no longer inflight" in out, out
     LocalWriter(table, coordinator=config).write(rows([2], 2), "insert")
     assert check_table(table, expected=expected({1: 1, 2: 2}, {1: "a", 2: "a"})) == []
+
+
+def test_archival_deletes_a_file_that_landed_after_its_rollback(table):
+    """Once a rollback is archived its target counts as archived-completed; a late file must not survive it."""
+    from coordinator.archival import archive
+
+    config = CoordinatorConfig(auto_archive=False, max_delta_commits=2)
+    writer = LocalWriter(table, coordinator=config)
+    with pytest.raises(SimulatedCrash), simulate("commit.write.marker"):
+        writer.write(rows([9], 9), "insert")
+    model = {1: 1}
+    writer.write(rows([1], 1), "insert")  # EAGER: its begin rolls the crashed instant back
+    (rollback,) = [i for i in table.timeline().completed() if i.action == "rollback"]
+    late = table.timeline().avro(rollback)["partitionMetadata"]["a"]["successDeleteFiles"][0]
+    table.storage.write_bytes(late, b"a zombie's late parquet")
+    for v in range(2, 9):
+        writer.write(rows([v], v), "insert")
+        model[v] = v
+    assert rollback.time in archive(table, min_commits=2, max_commits=3).data
+    assert not table.storage.exists(late)
+    assert check_table(table, expected=expected(model, dict.fromkeys(model, "a"))) == []

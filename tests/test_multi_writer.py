@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from chaos.checker import check_table
+from coordinator.heartbeat import is_expired
 from coordinator.writer import LocalWriter
 from tests.conftest import FAST_FILE_LOCK, tandem, wait_until
 from tests.coord_writer import HOT_KEYS, partition_of
@@ -168,3 +169,37 @@ def test_three_writers_and_two_workers_for_a_minute(tmp_path):
             expected[key] = {"id": key, "part": partition_of(key), "writer": record["writer"], "seq": record["seq"]}
     assert check_table(Table.open(base), expected=expected) == []
     print(f"{len(committed)} committed, {len(records) - len(committed)} conflicts, workers: {len(worker_logs)} runs")
+
+
+def test_a_zombie_writer_leaves_no_file_after_its_rollback(tmp_path):
+    """Frozen after its marker, rolled back by another writer, it resumes and writes its file:
+    the file must go (found by nemesis: otherwise it turns visible once the rollback is archived)."""
+    base = _table(tmp_path)
+    fast = (*LAZY, "--set", "hoodie.client.heartbeat.interval_in_ms=300")
+    first = [{"id": 1, "part": "a", "v": 1}]
+    assert tandem("write", base, "--input", _jsonl(tmp_path, "a", first), "--operation", "insert").returncode == 0
+    env = {**os.environ, "TANDEM_LOCK": FAST_FILE_LOCK, "TANDEM_PAUSE_AT": "commit.write.marker"}
+    zombie_rows = _jsonl(tmp_path, "z", [{"id": 7, "part": "b", "v": 7}])
+    zombie = subprocess.Popen(
+        [sys.executable, "-m", "coordinator", "write", base, "--input", zombie_rows, "--operation", "insert", *fast],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    table = Table.open(base)
+    try:
+        wait_until(lambda: _stopped(zombie.pid), 30, "the writer to freeze after its marker")
+        (instant,) = [i.time for i in table.timeline().pending()]
+        wait_until(lambda: is_expired(table.storage, instant, 0.6), 10, "the frozen writer's heartbeat to expire")
+        second = [{"id": 2, "part": "a", "v": 2}]
+        done = tandem("write", base, "--input", _jsonl(tmp_path, "c", second), "--operation", "insert", *fast)
+        assert done.returncode == 0, done.stderr
+        assert table.timeline().find(instant) is None, "the second writer rolled the frozen instant back"
+    finally:
+        zombie.send_signal(signal.SIGCONT)
+    _, err = zombie.communicate(timeout=60)
+    assert zombie.returncode != 0 and "no longer inflight" in err, err
+    assert [p.name for p in Path(base).rglob(f"*_{instant}.parquet")] == []
+    assert check_table(table, expected=_expected(first + second)) == []
