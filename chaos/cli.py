@@ -177,14 +177,20 @@ def nemesis(lock_service: str, duration_s: float, seed: int, report_path: str | 
 
         report = run_nemesis(lock_service, duration_s, seed, on_tick=tick)
         progress.update(task, completed=duration_s)
-    table = RichTable("lock", "commits", "conflicts", "aborts", "killed", "rollbacks",
-                      "kills", "pauses", "lock faults", "violations", title="nemesis run")  # fmt: skip
-    table.add_row(
-        report.lock_service,
-        *(str(x) for x in (report.commits, report.aborts_conflict, report.aborts_other, report.killed_mid_write)),
-        *(str(x) for x in (report.rollbacks, report.kills, report.pauses, report.lock_service_faults)),
-        str(len(report.violations)),
-    )
+    table = RichTable("", "count", title=f"nemesis on {report.lock_service}: {report.seconds:g} s")
+    for label, value in (
+        ("commits", report.commits),
+        ("aborted by a conflict", report.aborts_conflict),
+        ("aborted otherwise", report.aborts_other),
+        ("killed mid-write", report.killed_mid_write),
+        ("rollbacks", report.rollbacks),
+        ("SIGKILLs", report.kills),
+        ("pauses past lease and heartbeat", report.pauses),
+        ("lock-service faults", report.lock_service_faults),
+        ("process crashes", report.process_crashes),
+        ("violations", len(report.violations)),
+    ):
+        table.add_row(label, str(value))
     console.print(table)
     if report_path:
         Path(report_path).write_text(json.dumps(report.to_dict(), indent=2))

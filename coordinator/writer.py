@@ -36,6 +36,7 @@ from timeline.table import META_COLUMNS, Table
 
 OPERATIONS = ("insert", "bulk_insert", "upsert", "delete", "insert_overwrite")
 DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
+DEFAULT_SMALL_FILE_LIMIT = 100 * 1024 * 1024
 KEY = "_hoodie_record_key"
 PARTITION = "_hoodie_partition_path"
 
@@ -44,6 +45,8 @@ PARTITION = "_hoodie_partition_path"
 class WriteOptions:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     row_group_size: int = 128 * 1024
+    # Hudi's hoodie.parquet.small.file.limit: an upsert's new records top up a file group below it (Spark writer)
+    small_file_limit: int = DEFAULT_SMALL_FILE_LIMIT
 
 
 @dataclass
@@ -207,9 +210,28 @@ class LocalWriter:
         deletes = len(delete_keys & set(old_keys.to_pylist()))
         write = _FileWrite(base.partition, base.file_id, carried, prev_commit=base.instant, deletes=deletes)
         if incoming is not None and incoming.num_rows:
-            write.rows = pa.concat_tables([carried, incoming], promote_options="permissive")
-            write.updates = incoming.num_rows
+            is_update = pc.is_in(incoming.column(KEY), value_set=old_keys.combine_chunks())
+            updates, inserts = incoming.filter(is_update), incoming.filter(pc.invert(is_update))
+            write.rows = pa.concat_tables([carried, updates, inserts], promote_options="permissive")
+            write.updates, write.inserts = updates.num_rows, inserts.num_rows
         return write
+
+    def fit(self, write: _FileWrite) -> list[_FileWrite]:
+        """A rewritten group over the target size keeps what fits; its last new records start new groups.
+
+        Rows are ordered carried, updated, inserted (see `merge`), so only inserts ever move.
+        """
+        size = write.rows.nbytes
+        if size <= self.options.max_file_size or write.inserts == 0:
+            return [write]
+        per_row = size / write.rows.num_rows
+        keep = max(write.rows.num_rows - write.inserts, int(self.options.max_file_size / per_row))
+        spilled = write.rows.num_rows - keep
+        if spilled <= 0:
+            return [write]
+        moved = write.rows.slice(keep)  # new records: null commit times, so they get fresh meta columns
+        write.rows, write.inserts = write.rows.slice(0, keep), write.inserts - spilled
+        return [write, *self.split_new(write.partition, moved)]
 
     def _row_keys(self, rows: pa.Table) -> pa.ChunkedArray:
         """Keys of stored rows; files of tables without meta fields hold nulls there."""

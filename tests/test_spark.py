@@ -91,6 +91,29 @@ def test_every_operation_through_spark_matches_every_reader(spark, tmp_path: Pat
     assert sorted(r["id"] for r in hudi_read(table.uri).to_pylist()) == sorted(expected)
 
 
+def test_upsert_tops_up_small_file_groups_and_spills_past_the_target_size(spark, tmp_path: Path) -> None:
+    from coordinator.spark.writer import SparkWriter
+    from coordinator.writer import WriteOptions
+
+    table = Table.create(str(tmp_path / "t"), "trips", ["id"], ["city"], hive_style=True)
+    expected: dict[int, dict] = {}
+    for operation, ids in (("insert", range(30)), ("upsert", range(25, 60))):
+        rows = _rows(list(ids), 1)
+        SparkWriter(spark, table).write(spark.createDataFrame(rows), operation)
+        _apply(expected, rows, operation)
+    assert len(table.view().latest_base_files()) == 3, "new records went into the three small groups"
+    one_file = pq.read_table(table.storage.full(table.view().latest_base_files()[0].path))
+    tight = WriteOptions(max_file_size=one_file.nbytes * 2)
+    rows = _rows(list(range(100, 400)), 2)
+    result = SparkWriter(spark, table, options=tight).write(spark.createDataFrame(rows), "upsert")
+    _apply(expected, rows, "upsert")
+    stats = result.metadata.write_stats()
+    assert {s.prev_commit != "null" for s in stats} == {True, False}, "topped up old groups, spilled into new ones"
+    assert sum(s.num_inserts for s in stats) == 300 and sum(s.num_update_writes for s in stats) == 0
+    assert len(table.view().latest_base_files()) > 3
+    assert check_table(table, "id", _keyed(expected)) == []
+
+
 def test_reads_prune_partitions_travel_in_time_and_read_incrementally(spark, tmp_path: Path) -> None:
     from coordinator.spark.reader import prune_partitions, read_table
     from coordinator.spark.writer import SparkWriter

@@ -2,8 +2,10 @@
 
 The driver begins the instant through the coordinator's `Transaction`, tags the
 incoming records with a simple index (a join with the keys of the latest file
-slices of the touched partitions, read by the executors), and repartitions them
-by target file group. Each task then writes its groups straight to their final
+slices of the touched partitions, read by the executors), sends an upsert's new
+records to the partition's smallest file group below the small-file limit (a
+group pushed past the target size spills its last new records into new groups),
+and repartitions by target file group. Each task then writes its groups straight to their final
 names, marker first, with its partition-stage-attempt as the write token, and
 returns write stats; the driver commits with those stats, and the commit's
 finalize step deletes every marked file no stat names (a retried task's files).
@@ -145,7 +147,26 @@ class SparkWriter:
                 .withColumn(TARGET, F.coalesce(index["file_id"], F.lit(NEW)))
                 .drop("key", "partition", "file_id")
             )
-        return tagged.filter(F.col(TARGET) != NEW) if operation == "delete" else tagged
+        if operation == "delete":
+            return tagged.filter(F.col(TARGET) != NEW)
+        return self._to_small_groups(tagged, files)
+
+    def _to_small_groups(self, tagged: DataFrame, files: list[BaseFile]) -> DataFrame:
+        """New records of a partition top up its smallest file group below the small-file limit."""
+        smallest: dict[str, BaseFile] = {}
+        for f in files:
+            if f.size < self.options.small_file_limit and (
+                f.partition not in smallest or f.size < smallest[f.partition].size
+            ):
+                smallest[f.partition] = f
+        if not smallest:
+            return tagged
+        small = self.spark.createDataFrame(
+            [(p, f.file_id) for p, f in sorted(smallest.items())], "small_partition string, small_file_id string"
+        )
+        joined = tagged.join(F.broadcast(small), tagged[PARTITION] == small["small_partition"], "left")
+        target = F.when(F.col(TARGET) == NEW, F.coalesce(F.col("small_file_id"), F.lit(NEW))).otherwise(F.col(TARGET))
+        return joined.withColumn(TARGET, target).drop("small_partition", "small_file_id")
 
     def index_of(self, files: list[BaseFile]) -> DataFrame:
         """(key, partition, file_id) of every record in `files`, read by the executors."""
@@ -202,7 +223,7 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         elif plan.operation == "delete":
             writes.append(writer.merge(plan.bases[target], None, set(group.column(KEY).to_pylist())))
         else:
-            writes.append(writer.merge(plan.bases[target], group, set()))
+            writes += writer.fit(writer.merge(plan.bases[target], group, set()))
     sink = ExecutorInstant(table.storage, plan.instant)
     stats = [writer.write_file(sink, write, context.partitionId(), token) for write in writes]
     yield pa.RecordBatch.from_pydict({STAT: [json.dumps(asdict(s)) for s in stats]})
