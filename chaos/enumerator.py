@@ -239,7 +239,7 @@ def explore_state(
     completed_now = bool(_write_instants(base) - written_before)
     crashed_table = Table.open(base)
     early = check_readers(crashed_table, KEY, after if completed_now else before, use_hudi)
-    for violation in early + check_listing(crashed_table, crashed_table.timeline()):
+    for violation in early + check_listing(crashed_table, crashed_table.timeline(), mid_clean=True):
         result.violations.append({**violation.to_dict(), "phase": "before recovery"})
     let_time_pass(base)
     try:

@@ -19,6 +19,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.locking import table_lock
 from coordinator.services import archive_table, compact, recover_table
 from coordinator.writer import LocalWriter
+from locks.base import LockProvider
 from timeline.table import Table
 
 KEY = "id"
@@ -90,6 +91,19 @@ def _with_failed_write(base: str) -> None:
     table_lock(table, config()).force_release()  # the dead writer's lease has passed
 
 
+def _with_compactions(base: str) -> None:
+    """Three completed MDT compactions, so the next one's MDT clean has old slices to delete."""
+    _with_history(base)
+    for n in range(3):
+        write(base, rows([50 + n], n), "insert")
+        _service(base, _forced_compaction)
+    write(base, rows([60], 0), "insert")  # something for the scenario's own compaction to absorb
+
+
+def _forced_compaction(table: Table, settings: CoordinatorConfig, lock: LockProvider) -> None:
+    compact(table, settings, lock, force=True)
+
+
 def _with_many_commits(base: str) -> None:
     """34 commits with MDT compaction on (data archival never passes the latest MDT compaction)."""
     _new_table(base)
@@ -122,7 +136,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("rollback", "`tandem recover` of a write that died after its MDT deltacommit",
                  _with_failed_write, lambda b: _service(b, recover_table)),
         Scenario("mdt_compaction", "forced MDT compaction as the worker runs it", _with_history,
-                 lambda b: _service(b, lambda t, c, lock: compact(t, c, lock, force=True))),
+                 lambda b: _service(b, _forced_compaction)),
+        Scenario("mdt_clean", "MDT compaction then MDT clean of slices past the last 3 compactions",
+                 _with_compactions, lambda b: _service(b, _forced_compaction)),
         Scenario("archival", "archival of both timelines (34 commits)", _with_many_commits,
                  lambda b: _service(b, archive_table)),
     )

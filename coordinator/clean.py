@@ -116,6 +116,17 @@ def _plan(table: Table, policy: str, retained: int) -> Instant | None:
     return requested
 
 
+def files_being_cleaned(timeline: ActiveTimeline) -> set[str]:
+    """Files the pending cleans' plans delete: gone from storage before the MDT hears of it."""
+    paths: set[str] = set()
+    for instant in timeline.pending():
+        if instant.action == CLEAN:
+            plan = timeline.avro(instant.with_state(State.REQUESTED))
+            for infos in (plan["filePathsToBeDeletedPerPartition"] or {}).values():
+                paths.update(i["filePath"] for i in infos)
+    return paths
+
+
 def resume(table: Table, clean_instant: Instant, lock: LockProvider | None = None) -> None:
     """Carry out (or finish) clean K from its plan; `lock` is taken for the finish, else the caller holds it."""
     started = clock.time()

@@ -38,7 +38,8 @@ def full_run(tmp_path_factory) -> dict:
 def test_every_crash_state_of_every_scenario_recovers_with_no_violation(full_run: dict) -> None:
     scenarios = {s["scenario"]: s for s in full_run["scenarios"]}
     assert set(scenarios) == {
-        "insert", "upsert", "delete", "insert_overwrite", "clean", "rollback", "mdt_compaction", "archival",
+        "insert", "upsert", "delete", "insert_overwrite", "clean", "rollback", "mdt_compaction", "mdt_clean",
+        "archival",
     }  # fmt: skip
     assert full_run["violations"] == 0
     for name, result in scenarios.items():
@@ -63,8 +64,8 @@ def test_every_registered_crash_point_is_hit_by_some_scenario(full_run: dict) ->
 @pytest.mark.parametrize(
     ("variant", "invariant"),
     [
-        ("data-before-metadata", "mdt-equals-storage"),
-        ("no-completed-instant-filter", "uncommitted-invisible"),
+        ("data-before-metadata", "2-mdt-equals-storage"),
+        ("no-completed-instant-filter", "1-committed-rows"),
     ],
 )
 def test_a_broken_variant_is_caught(tmp_path: Path, variant: str, invariant: str) -> None:

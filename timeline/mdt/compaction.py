@@ -246,15 +246,32 @@ def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAU
         Instant(time, CLEAN, State.REQUESTED), avro_metadata.encode("HoodieCleanerPlan", plan)
     )
     crash_point(CLEAN_PLANNED)
+    return _carry_out_clean(mdt, requested, plan)
+
+
+def resume_cleans(mdt: MetadataTable, timeline: ActiveTimeline) -> list[str]:
+    """Finish the MDT cleans a crash left pending; their plans name exact paths, so deleting again is safe."""
+    resumed = []
+    for instant in timeline.pending():
+        if instant.action == CLEAN:
+            _carry_out_clean(mdt, instant, timeline.avro(instant.with_state(State.REQUESTED)))
+            resumed.append(instant.time)
+    return resumed
+
+
+def _carry_out_clean(mdt: MetadataTable, requested: Instant, plan: dict) -> list[str]:
+    paths = [i["filePath"] for infos in plan["filePathsToBeDeletedPerPartition"].values() for i in infos]
     for path in paths:
         mdt.storage.delete(path)
     crash_point(CLEAN_DELETED)
+    timeline = mdt.timeline()
+    completed = sorted(i.time for i in layout.compactions(timeline) if i.is_completed)
     done = {
         "policy": "KEEP_LATEST_FILE_VERSIONS",
-        "startCleanTime": time,
+        "startCleanTime": requested.time,
         "timeTakenInMillis": 0,
         "totalFilesDeleted": len(paths),
-        "earliestCommitToRetain": keep_from,
+        "earliestCommitToRetain": plan["earliestInstantToRetain"]["timestamp"],
         "lastCompletedCommitTimestamp": completed[-1],
         "partitionMetadata": {
             layout.FILES_PARTITION: {

@@ -54,11 +54,12 @@ def housekeeping(
     inline_compaction: bool = True,
     keep: str | None = None,
 ) -> Housekeeping:
-    """Roll back failed MDT writes, retry pending compactions, schedule (and run) one if due."""
+    """Roll back failed MDT writes, finish pending MDT rollbacks and cleans, retry compactions, schedule one if due."""
     done = Housekeeping()
     mdt_timeline = mdt.timeline()
     done.rolled_back = roll_back_failed_writes(mdt, data_timeline, keep, mdt_timeline)
-    if done.rolled_back:
+    finished = mdt.finish_rollbacks(mdt_timeline) + compaction.resume_cleans(mdt, mdt_timeline)
+    if finished or done.rolled_back:
         mdt_timeline = mdt.timeline()
     done.compacted += compaction.run_pending(mdt, data_timeline, mdt_timeline)
     if done.compacted:

@@ -166,31 +166,49 @@ class MetadataTable:
     def rollback(self, time: str, data_timeline: ActiveTimeline) -> bool:
         """Undo MDT deltacommit `time`: its log files, then its instant files, then record it.
 
-        Idempotent: a crash anywhere is finished by calling it again. Returns
-        False when the MDT holds nothing of `time`.
+        Idempotent: a crash anywhere is finished by calling it again, or, once the
+        record is requested, by `finish_rollbacks`. Returns False when the MDT
+        holds nothing of `time`.
         """
         timeline = self.timeline()
         logs = self.logs_of(time)
         if timeline.find(time) is None and not logs:
             return False
+        self._undo(timeline, time, logs)
+        info = {"commitTime": time, "action": DELTA_COMMIT}
+        plan = {"instantToRollback": info, "RollbackRequests": [], "version": 1}
+        record = Instant(self.next_instant(data_timeline), ROLLBACK, State.REQUESTED)
+        timeline.create_requested(record, avro_metadata.encode("HoodieRollbackPlan", plan))
+        self._complete_rollback(timeline, record, time, len(logs))
+        return True
+
+    def finish_rollbacks(self, timeline: ActiveTimeline) -> list[str]:
+        """Complete the rollback records a crash left requested, repeating their (idempotent) undo."""
+        finished = []
+        for record in timeline.pending():
+            if record.action == ROLLBACK:
+                time = timeline.avro(record.with_state(State.REQUESTED))["instantToRollback"]["commitTime"]
+                logs = self.logs_of(time)
+                self._undo(timeline, time, logs)
+                self._complete_rollback(timeline, record, time, len(logs))
+                finished.append(record.time)
+        return finished
+
+    def _undo(self, timeline: ActiveTimeline, time: str, logs: list[str]) -> None:
         for path in logs:
             self.storage.delete(path)
         crash_point(ROLLBACK_LOGS)
         timeline.delete_instant_files(time, DELTA_COMMIT)
         crash_point(ROLLBACK_INSTANT)
-        record_time = self.next_instant(data_timeline)
-        info = {"commitTime": time, "action": DELTA_COMMIT}
-        plan = {"instantToRollback": info, "RollbackRequests": [], "version": 1}
-        rollback = Instant(record_time, ROLLBACK, State.REQUESTED)
-        timeline.create_requested(rollback, avro_metadata.encode("HoodieRollbackPlan", plan))
+
+    def _complete_rollback(self, timeline: ActiveTimeline, record: Instant, time: str, deleted: int) -> None:
         done = {
-            "startRollbackTime": record_time,
+            "startRollbackTime": record.time,
             "timeTakenInMillis": 0,
-            "totalFilesDeleted": len(logs),
+            "totalFilesDeleted": deleted,
             "commitsRollback": [time],
             "partitionMetadata": {},
             "version": 1,
-            "instantsRollback": [info],
+            "instantsRollback": [{"commitTime": time, "action": DELTA_COMMIT}],
         }
-        timeline.complete(rollback, avro_metadata.encode("HoodieRollbackMetadata", done))
-        return True
+        timeline.complete(record, avro_metadata.encode("HoodieRollbackMetadata", done))
