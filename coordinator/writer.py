@@ -138,7 +138,7 @@ class LocalWriter:
                 return True, schema
         return not timeline.archived_files, None
 
-    def _view_and_schema(self, operation: str, txn: Transaction) -> tuple[FileSystemView | None, pa.Schema | None]:
+    def view_and_schema(self, operation: str, txn: Transaction) -> tuple[FileSystemView | None, pa.Schema | None]:
         """Inserts read no file listing at all; every other operation plans against the view."""
         if operation in ("insert", "bulk_insert"):
             known, existing = self._schema_without_view(txn.begin_timeline)
@@ -353,7 +353,7 @@ class LocalWriter:
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
             if on_begin is not None:
                 on_begin(txn.time)
-            view, existing = self._view_and_schema(operation, txn)
+            view, existing = self.view_and_schema(operation, txn)
             rows = self._prepare(data, operation, existing)
             if operation in ("upsert", "delete"):
                 rows = self.dedupe(rows)

@@ -14,7 +14,7 @@ finalize step deletes every marked file no stat names (a retried task's files).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from functools import partial
 
@@ -46,6 +46,8 @@ from timeline.table import META_COLUMNS, Table
 TARGET = "_tandem_target"  # the file id a record goes to; NEW for records that start new file groups
 NEW = ""
 STAT = "stat"
+STATS_SCHEMA = StructType([StructField(STAT, StringType())])
+STAT_ARROW = pa.schema([(STAT, pa.string())])
 
 
 @dataclass(frozen=True)
@@ -89,42 +91,60 @@ class SparkWriter:
         self.lock = lock
         self.local = LocalWriter(table, self.options)
 
-    def write(self, df: DataFrame, operation: str) -> WriteResult:
+    def write(self, df: DataFrame, operation: str, on_begin: Callable[[str], None] | None = None) -> WriteResult:
+        """Write `df` as one instant; on any failure the instant is undone in both tables.
+
+        `on_begin` hears the instant time as soon as it is inflight.
+        """
         operation = operation.lower()
         if operation not in OPERATIONS:
             raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
         action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
         df = df.drop(*[c for c in df.columns if c in META_COLUMNS or c in (KEY, PARTITION, TARGET)])
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
-            view = self.table.view()
-            txn.known_partitions = set(view.partitions())
-            existing = self.local.existing_schema(view)
+            if on_begin is not None:
+                on_begin(txn.time)
+            view, existing = self.local.view_and_schema(operation, txn)
             if existing is not None and operation != "delete":
                 df = _cast_to(df, existing)
-            keyed = self._with_keys(df).persist()
-            try:
-                partitions = sorted(r[0] for r in keyed.select(PARTITION).distinct().collect())
-                tagged = self._tag(keyed, view, partitions, operation)
-                groups = sorted(r[0] for r in tagged.select(TARGET).distinct().collect() if r[0] != NEW)
-                bases = {b.file_id: b for b in view.latest_base_files() if b.file_id in set(groups)}
-                plan = TaskPlan(self.table.uri, txn.time, operation, bases, self.options)
-                tasks = max(1, min(len(groups) + len(partitions), self.spark.sparkContext.defaultParallelism * 2))
-                written = tagged.repartition(tasks, TARGET, PARTITION).mapInArrow(
-                    partial(write_task, plan), StructType([StructField(STAT, StringType())])
-                )
-                stats = [WriteStat(**json.loads(row[STAT])) for row in written.collect()]
-                rows_in = keyed.count()
-            finally:
-                keyed.unpersist()
+            if operation in ("upsert", "delete"):
+                stats = self._write_tagged(df, view, txn.time, operation)
+            else:
+                stats = self._write_new(df, txn.time)
             metadata = txn.metadata
             metadata.schema = arrow_to_avro(_data_schema(df, existing, operation), self.table.config.name)
             if action == REPLACE_COMMIT:
+                partitions = sorted({s.partition_path for s in stats})
                 metadata.partition_to_replace_file_ids = {
                     p: [g.file_id for g in view.file_groups(p)] for p in partitions
                 }
             for stat in sorted(stats, key=lambda s: s.path):
                 metadata.add(stat)
+        rows_in = sum(s.num_inserts + s.num_update_writes + s.num_deletes for s in stats)
         return WriteResult(txn.time, operation, metadata, rows_in)
+
+    def _write_new(self, df: DataFrame, instant: str) -> list[WriteStat]:
+        """insert, bulk_insert, insert_overwrite: one stage, no shuffle; each task starts new file groups
+        for the partitions its rows fall in, as Spark's own partitioned writer does."""
+        config = self.table.config
+        plan = TaskPlan(self.table.uri, instant, "insert", {}, self.options)
+        task = partial(insert_task, plan, config.record_key_fields, config.partition_fields, config.hive_style)
+        return _collect_stats(df.mapInArrow(task, STATS_SCHEMA))
+
+    def _write_tagged(self, df: DataFrame, view: FileSystemView, instant: str, operation: str) -> list[WriteStat]:
+        """upsert, delete: tag with the simple index, then one task per target file group."""
+        keyed = self._with_keys(df).persist()
+        try:
+            partitions = sorted(r[0] for r in keyed.select(PARTITION).distinct().collect())
+            tagged = self._tag(keyed, view, partitions, operation)
+            groups = sorted(r[0] for r in tagged.select(TARGET).distinct().collect() if r[0] != NEW)
+            bases = {b.file_id: b for b in view.latest_base_files() if b.file_id in set(groups)}
+            plan = TaskPlan(self.table.uri, instant, operation, bases, self.options)
+            tasks = max(1, min(len(groups) + len(partitions), self.spark.sparkContext.defaultParallelism * 2))
+            written = tagged.repartition(tasks, TARGET, PARTITION).mapInArrow(partial(write_task, plan), STATS_SCHEMA)
+            return _collect_stats(written)
+        finally:
+            keyed.unpersist()
 
     def _with_keys(self, df: DataFrame) -> DataFrame:
         """Add the record key and partition path, computed on the executors as the local writer does."""
@@ -202,6 +222,28 @@ def keys_of_files(base_uri: str, key_fields: list[str], meta_fields: bool, batch
             )
 
 
+def insert_task(
+    plan: TaskPlan,
+    key_fields: list[str],
+    partition_fields: list[str],
+    hive_style: bool,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """One Spark task of an insert: key its rows, start new file groups per partition, yield their stats."""
+    received = [b for b in batches if b.num_rows]
+    if not received:
+        return
+    rows = pa.Table.from_batches(received)
+    rows = rows.append_column(KEY, keys.record_keys(rows, key_fields))
+    rows = rows.append_column(PARTITION, keys.partition_paths(rows, partition_fields, hive_style))
+    table = Table.open(plan.base_uri)
+    writer = LocalWriter(table, plan.options)
+    writes = []
+    for partition in sorted(set(rows.column(PARTITION).to_pylist())):
+        writes += writer.split_new(partition, rows.filter(pc.equal(rows.column(PARTITION), partition)))
+    yield _write_all(writer, table, plan, writes)
+
+
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """One Spark task: write every file group routed to it; yield one write stat per file."""
     received = list(batches)
@@ -210,8 +252,6 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     rows = pa.Table.from_batches(received)
     table = Table.open(plan.base_uri)
     writer = LocalWriter(table, plan.options)
-    context = TaskContext.get()
-    token = write_token(context.partitionId(), context.stageId(), context.attemptNumber())
     if plan.operation in ("upsert", "delete"):
         rows = writer.dedupe(rows)
     writes = []
@@ -224,9 +264,20 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
             writes.append(writer.merge(plan.bases[target], None, set(group.column(KEY).to_pylist())))
         else:
             writes += writer.fit(writer.merge(plan.bases[target], group, set()))
+    yield _write_all(writer, table, plan, writes)
+
+
+def _write_all(writer: LocalWriter, table: Table, plan: TaskPlan, writes: list) -> pa.RecordBatch:
+    """Write a task's files (marker first, this attempt's write token in the name); their stats as one batch."""
+    context = TaskContext.get()
+    token = write_token(context.partitionId(), context.stageId(), context.attemptNumber())
     sink = ExecutorInstant(table.storage, plan.instant)
     stats = [writer.write_file(sink, write, context.partitionId(), token) for write in writes]
-    yield pa.RecordBatch.from_pydict({STAT: [json.dumps(asdict(s)) for s in stats]})
+    return pa.RecordBatch.from_pydict({STAT: [json.dumps(asdict(s)) for s in stats]}, schema=STAT_ARROW)
+
+
+def _collect_stats(written: DataFrame) -> list[WriteStat]:
+    return [WriteStat(**json.loads(row[STAT])) for row in written.collect()]
 
 
 def _cast_to(df: DataFrame, schema: pa.Schema) -> DataFrame:
