@@ -46,6 +46,7 @@ from timeline.table import META_COLUMNS, Table
 TARGET = "_tandem_target"  # the file id a record goes to; NEW for records that start new file groups
 NEW = ""
 STAT = "stat"
+BROADCAST_KEYS = 2_000_000  # incoming records up to which the index scan is filtered by broadcast keys
 STATS_SCHEMA = StructType([StructField(STAT, StringType())])
 STAT_ARROW = pa.schema([(STAT, pa.string())])
 
@@ -57,7 +58,7 @@ class TaskPlan:
     base_uri: str
     instant: str
     operation: str
-    bases: dict[str, BaseFile]  # file id -> latest base file, for the groups this write rewrites
+    bases: dict[str, BaseFile]  # file id -> latest base file, in the partitions this write touches
     options: WriteOptions
 
 
@@ -135,12 +136,12 @@ class SparkWriter:
         """upsert, delete: tag with the simple index, then one task per target file group."""
         keyed = self._with_keys(df).persist()
         try:
-            partitions = sorted(r[0] for r in keyed.select(PARTITION).distinct().collect())
-            tagged = self._tag(keyed, view, partitions, operation)
-            groups = sorted(r[0] for r in tagged.select(TARGET).distinct().collect() if r[0] != NEW)
-            bases = {b.file_id: b for b in view.latest_base_files() if b.file_id in set(groups)}
-            plan = TaskPlan(self.table.uri, instant, operation, bases, self.options)
-            tasks = max(1, min(len(groups) + len(partitions), self.spark.sparkContext.defaultParallelism * 2))
+            counts = {r[0]: r[1] for r in keyed.groupBy(PARTITION).count().collect()}
+            partitions = sorted(counts)
+            files = [f for f in view.latest_base_files() if f.partition in set(partitions)]
+            tagged = self._tag(keyed, files, operation, sum(counts.values()))
+            plan = TaskPlan(self.table.uri, instant, operation, {f.file_id: f for f in files}, self.options)
+            tasks = max(1, min(len(files) + len(partitions), self.spark.sparkContext.defaultParallelism * 2))
             written = tagged.repartition(tasks, TARGET, PARTITION).mapInArrow(partial(write_task, plan), STATS_SCHEMA)
             return _collect_stats(written)
         finally:
@@ -153,15 +154,19 @@ class SparkWriter:
         add = partial(add_keys, config.record_key_fields, config.partition_fields, config.hive_style)
         return df.mapInArrow(add, schema)
 
-    def _tag(self, keyed: DataFrame, view: FileSystemView, partitions: list[str], operation: str) -> DataFrame:
-        """Simple index: each record's existing file group in its partition, or NEW."""
-        if operation not in ("upsert", "delete"):
-            return keyed.withColumn(TARGET, F.lit(NEW))
-        files = [f for f in view.latest_base_files() if f.partition in set(partitions)]
+    def _tag(self, keyed: DataFrame, files: list[BaseFile], operation: str, rows: int) -> DataFrame:
+        """Simple index: each record's existing file group in its partition, or NEW.
+
+        With at most BROADCAST_KEYS incoming records their keys are broadcast to the
+        index scan, so the (large) index is filtered where it is read, never shuffled.
+        """
         if not files:
             tagged = keyed.withColumn(TARGET, F.lit(NEW))
         else:
             index = self.index_of(files)
+            if rows <= BROADCAST_KEYS:
+                incoming = F.broadcast(keyed.select(F.col(KEY).alias("key"), F.col(PARTITION).alias("partition")))
+                index = F.broadcast(index.join(incoming, ["key", "partition"], "left_semi"))
             tagged = (
                 keyed.join(index, (keyed[KEY] == index["key"]) & (keyed[PARTITION] == index["partition"]), "left")
                 .withColumn(TARGET, F.coalesce(index["file_id"], F.lit(NEW)))
@@ -189,12 +194,30 @@ class SparkWriter:
         return joined.withColumn(TARGET, target).drop("small_partition", "small_file_id")
 
     def index_of(self, files: list[BaseFile]) -> DataFrame:
-        """(key, partition, file_id) of every record in `files`, read by the executors."""
+        """(key, partition, file_id) of every record in `files`, read by the executors.
+
+        Local tables with meta fields: Spark's own vectorized parquet reader, the key
+        and partition from the meta columns and the file group from the file's name.
+        Otherwise (S3, or keys to compute from the record-key fields) through pyarrow.
+        """
+        config = self.table.config
+        if config.populate_meta_fields and not self.table.storage.is_s3:
+            paths = [f"file://{self.table.storage.full(f.path)}" for f in files]
+            file_name = F.element_at(F.split(F.input_file_name(), "/"), -1)
+            meta = StructType([StructField(KEY, StringType()), StructField(PARTITION, StringType())])
+            return (
+                self.spark.read.schema(meta)
+                .parquet(*paths)
+                .select(
+                    F.col(KEY).alias("key"),
+                    F.col(PARTITION).alias("partition"),
+                    F.substring_index(file_name, "_", 1).alias("file_id"),
+                )
+            )
         listing = self.spark.createDataFrame(
             [(f.path, f.partition, f.file_id) for f in files], "path string, partition string, file_id string"
         )
         slices = max(1, min(len(files), self.spark.sparkContext.defaultParallelism * 2))
-        config = self.table.config
         read = partial(keys_of_files, self.table.uri, config.record_key_fields, config.populate_meta_fields)
         schema = "key string, partition string, file_id string"
         return listing.repartition(slices).mapInArrow(read, schema)
