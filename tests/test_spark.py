@@ -270,3 +270,26 @@ def _pending_file(table: Table, path: Path) -> bool:
     instant = path.stem.rsplit("_", 1)[1]
     found = table.timeline().find(instant)
     return found is not None and not found.is_completed
+
+
+def test_keys_computed_by_spark_match_the_local_writer_and_null_keys_are_bad_input(spark, tmp_path: Path) -> None:
+    """Composite keys from Spark's SQL expressions must be the keys the local writer makes, or upserts duplicate."""
+    from coordinator.spark.writer import SparkWriter
+    from coordinator.writer import LocalWriter
+    from timeline.errors import BadInputError
+
+    table = Table.create(str(tmp_path / "t"), "trips", ["id", "city"], ["city", "ts"], hive_style=False)
+    rows = _rows(list(range(20)), 1)
+    SparkWriter(spark, table).write(spark.createDataFrame(rows), "insert")
+    LocalWriter(table).write(pa.Table.from_pylist(_rows([3, 4], 1)), "upsert")
+    SparkWriter(spark, table).write(spark.createDataFrame(_rows([5], 1)), "upsert")
+    keys_written = sorted(r["_hoodie_record_key"] for r in hudi_read(table.uri).to_pylist())
+    assert len(keys_written) == 20 and keys_written[0].startswith("id:") and ",city:" in keys_written[0]
+    with pytest.raises(BadInputError, match="'id' is null"):
+        SparkWriter(spark, table).write(
+            spark.createDataFrame(
+                [{"id": None, "city": "ams", "v": 1.0, "ts": 1}], "id long, city string, v double, ts long"
+            ),
+            "upsert",
+        )
+    assert table.timeline().pending() == []

@@ -24,8 +24,9 @@ import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.column import Column
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StringType, StructField, StructType
 
 from chaos.crash_points import crash_point
 from coordinator import markers
@@ -40,12 +41,16 @@ from timeline.errors import BadInputError
 from timeline.file_names import BaseFile, write_token
 from timeline.fs_view import FileSystemView
 from timeline.instant import COMMIT, REPLACE_COMMIT
+from timeline.keys import DEFAULT_PARTITION
 from timeline.storage import Storage
 from timeline.table import META_COLUMNS, Table
 
+FILE_NAME = "_hoodie_file_name"
 TARGET = "_tandem_target"  # the file id a record goes to; NEW for records that start new file groups
 NEW = ""
 STAT = "stat"
+NULL_KEY_MARK = "tandem: record key field "
+SQL_KEY_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType)
 BROADCAST_KEYS = 2_000_000  # incoming records up to which the index scan is filtered by broadcast keys
 STATS_SCHEMA = StructType([StructField(STAT, StringType())])
 STAT_ARROW = pa.schema([(STAT, pa.string())])
@@ -108,10 +113,16 @@ class SparkWriter:
             view, existing = self.local.view_and_schema(operation, txn)
             if existing is not None and operation != "delete":
                 df = _cast_to(df, existing)
-            if operation in ("upsert", "delete"):
-                stats = self._write_tagged(df, view, txn.time, operation)
-            else:
-                stats = self._write_new(df, txn.time)
+            try:
+                if operation in ("upsert", "delete"):
+                    stats = self._write_tagged(df, view, txn.time, operation)
+                else:
+                    stats = self._write_new(df, txn.time)
+            except Exception as err:  # noqa: BLE001 - Spark wraps what the executors raised
+                bad = _bad_input_in(err)
+                if bad is None:
+                    raise
+                raise bad from err
             metadata = txn.metadata
             metadata.schema = arrow_to_avro(_data_schema(df, existing, operation), self.table.config.name)
             if action == REPLACE_COMMIT:
@@ -148,8 +159,20 @@ class SparkWriter:
             keyed.unpersist()
 
     def _with_keys(self, df: DataFrame) -> DataFrame:
-        """Add the record key and partition path, computed on the executors as the local writer does."""
+        """Add the record key and partition path exactly as the local writer computes them.
+
+        When every key and partition field is a string or an integer, Spark's own
+        cast to string gives the same text as Arrow's, so the columns are SQL
+        expressions and the rows never leave the JVM; otherwise `timeline.keys`
+        runs on the executors.
+        """
         config = self.table.config
+        fields = {f.name: f.dataType for f in df.schema.fields}
+        used = [*config.record_key_fields, *config.partition_fields]
+        if all(isinstance(fields.get(name), SQL_KEY_TYPES) for name in used):
+            return df.withColumn(KEY, _sql_record_key(config.record_key_fields)).withColumn(
+                PARTITION, _sql_partition_path(config.partition_fields, config.hive_style)
+            )
         schema = StructType([*df.schema.fields, StructField(KEY, StringType()), StructField(PARTITION, StringType())])
         add = partial(add_keys, config.record_key_fields, config.partition_fields, config.hive_style)
         return df.mapInArrow(add, schema)
@@ -196,24 +219,24 @@ class SparkWriter:
     def index_of(self, files: list[BaseFile]) -> DataFrame:
         """(key, partition, file_id) of every record in `files`, read by the executors.
 
-        Local tables with meta fields: Spark's own vectorized parquet reader, the key
-        and partition from the meta columns and the file group from the file's name.
+        Local tables with meta fields: Spark's own vectorized parquet reader, the key,
+        partition and file group from the meta columns.
         Otherwise (S3, or keys to compute from the record-key fields) through pyarrow.
         """
         config = self.table.config
         if config.populate_meta_fields and not self.table.storage.is_s3:
             paths = [f"file://{self.table.storage.full(f.path)}" for f in files]
-            file_name = F.element_at(F.split(F.input_file_name(), "/"), -1)
-            meta = StructType([StructField(KEY, StringType()), StructField(PARTITION, StringType())])
+            names = (KEY, PARTITION, FILE_NAME)
+            meta = StructType([StructField(name, StringType()) for name in names])
             return (
                 self.spark.read.schema(meta)
                 .parquet(*paths)
                 .select(
                     F.col(KEY).alias("key"),
                     F.col(PARTITION).alias("partition"),
-                    F.substring_index(file_name, "_", 1).alias("file_id"),
+                    F.substring_index(F.col(FILE_NAME), "_", 1).alias("file_id"),  # rows carried over keep
                 )
-            )
+            )  # the name of an older version of their file group: the same file id before the first "_"
         listing = self.spark.createDataFrame(
             [(f.path, f.partition, f.file_id) for f in files], "path string, partition string, file_id string"
         )
@@ -221,6 +244,29 @@ class SparkWriter:
         read = partial(keys_of_files, self.table.uri, config.record_key_fields, config.populate_meta_fields)
         schema = "key string, partition string, file_id string"
         return listing.repartition(slices).mapInArrow(read, schema)
+
+
+def _sql_record_key(fields: list[str]) -> Column:
+    """`timeline.keys.record_keys` as a Spark expression (string and integer fields only)."""
+    parts = []
+    for name in fields:
+        message = F.lit(f"{NULL_KEY_MARK}{name!r} is null")
+        parts.append(F.when(F.col(name).isNull(), F.raise_error(message)).otherwise(F.col(name).cast("string")))
+    if len(fields) == 1:
+        return parts[0]
+    return F.concat_ws(",", *[F.concat(F.lit(f"{name}:"), part) for name, part in zip(fields, parts, strict=True)])
+
+
+def _sql_partition_path(fields: list[str], hive_style: bool) -> Column:
+    """`timeline.keys.partition_paths` as a Spark expression (string and integer fields only)."""
+    if not fields:
+        return F.lit("")
+    parts = []
+    for name in fields:
+        text = F.col(name).cast("string")
+        value = F.when(text.isNull() | (text == ""), F.lit(DEFAULT_PARTITION)).otherwise(text)
+        parts.append(F.concat(F.lit(f"{name}="), value) if hive_style else value)
+    return parts[0] if len(parts) == 1 else F.concat_ws("/", *parts)
 
 
 def add_keys(key_fields: list[str], partition_fields: list[str], hive_style: bool, batches: Iterator[pa.RecordBatch]):
@@ -301,6 +347,16 @@ def _write_all(writer: LocalWriter, table: Table, plan: TaskPlan, writes: list) 
 
 def _collect_stats(written: DataFrame) -> list[WriteStat]:
     return [WriteStat(**json.loads(row[STAT])) for row in written.collect()]
+
+
+def _bad_input_in(err: Exception) -> BadInputError | None:
+    """Bad input found on an executor (a null key, a column that is not there), as the local writer says it."""
+    for line in str(err).splitlines():
+        if NULL_KEY_MARK in line:
+            return BadInputError(line[line.index(NULL_KEY_MARK) + len("tandem: ") :].strip())
+        if "BadInputError: " in line:
+            return BadInputError(line.split("BadInputError: ", 1)[1].strip())
+    return None
 
 
 def _cast_to(df: DataFrame, schema: pa.Schema) -> DataFrame:
