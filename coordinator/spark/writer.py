@@ -21,7 +21,7 @@ from functools import partial
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark import TaskContext
+from pyspark import Broadcast, TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.column import Column
@@ -45,13 +45,12 @@ from timeline.keys import DEFAULT_PARTITION
 from timeline.storage import Storage
 from timeline.table import META_COLUMNS, Table
 
-FILE_NAME = "_hoodie_file_name"
 TARGET = "_tandem_target"  # the file id a record goes to; NEW for records that start new file groups
 NEW = ""
 STAT = "stat"
 NULL_KEY_MARK = "tandem: record key field "
 SQL_KEY_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType)
-BROADCAST_KEYS = 2_000_000  # incoming records up to which the index scan is filtered by broadcast keys
+BROADCAST_KEYS = 2_000_000  # incoming records up to which their keys are broadcast to filter the index scan
 STATS_SCHEMA = StructType([StructField(STAT, StringType())])
 STAT_ARROW = pa.schema([(STAT, pa.string())])
 
@@ -186,10 +185,11 @@ class SparkWriter:
         if not files:
             tagged = keyed.withColumn(TARGET, F.lit(NEW))
         else:
-            index = self.index_of(files)
             if rows <= BROADCAST_KEYS:
-                incoming = F.broadcast(keyed.select(F.col(KEY).alias("key"), F.col(PARTITION).alias("partition")))
-                index = F.broadcast(index.join(incoming, ["key", "partition"], "left_semi"))
+                wanted = keyed.select(KEY).toArrow().column(0).combine_chunks()
+                index = F.broadcast(self.index_of(files, wanted))
+            else:
+                index = self.index_of(files)
             tagged = (
                 keyed.join(index, (keyed[KEY] == index["key"]) & (keyed[PARTITION] == index["partition"]), "left")
                 .withColumn(TARGET, F.coalesce(index["file_id"], F.lit(NEW)))
@@ -216,34 +216,19 @@ class SparkWriter:
         target = F.when(F.col(TARGET) == NEW, F.coalesce(F.col("small_file_id"), F.lit(NEW))).otherwise(F.col(TARGET))
         return joined.withColumn(TARGET, target).drop("small_partition", "small_file_id")
 
-    def index_of(self, files: list[BaseFile]) -> DataFrame:
-        """(key, partition, file_id) of every record in `files`, read by the executors.
+    def index_of(self, files: list[BaseFile], wanted: pa.Array | None = None) -> DataFrame:
+        """(key, partition, file_id) of the records in `files`, read by the executors with pyarrow.
 
-        Local tables with meta fields: Spark's own vectorized parquet reader, the key,
-        partition and file group from the meta columns.
-        Otherwise (S3, or keys to compute from the record-key fields) through pyarrow.
+        With `wanted` (the incoming keys, broadcast) each task keeps only the keys
+        the write touches, so the table's keys never cross into the JVM.
         """
-        config = self.table.config
-        if config.populate_meta_fields and not self.table.storage.is_s3:
-            paths = [f"file://{self.table.storage.full(f.path)}" for f in files]
-            names = (KEY, PARTITION, FILE_NAME)
-            meta = StructType([StructField(name, StringType()) for name in names])
-            return (
-                self.spark.read.schema(meta)
-                .parquet(*paths)
-                .select(
-                    F.col(KEY).alias("key"),
-                    F.col(PARTITION).alias("partition"),
-                    F.substring_index(F.col(FILE_NAME), "_", 1).alias("file_id"),  # rows carried over keep
-                )
-            )  # the name of an older version of their file group: the same file id before the first "_"
-        listing = self.spark.createDataFrame(
-            [(f.path, f.partition, f.file_id) for f in files], "path string, partition string, file_id string"
-        )
         slices = max(1, min(len(files), self.spark.sparkContext.defaultParallelism * 2))
-        read = partial(keys_of_files, self.table.uri, config.record_key_fields, config.populate_meta_fields)
-        schema = "key string, partition string, file_id string"
-        return listing.repartition(slices).mapInArrow(read, schema)
+        rows = self.spark.sparkContext.parallelize([(f.path, f.partition, f.file_id) for f in files], slices)
+        listing = self.spark.createDataFrame(rows, "path string, partition string, file_id string")
+        config = self.table.config
+        shared = None if wanted is None else self.spark.sparkContext.broadcast(wanted)
+        read = partial(keys_of_files, self.table.uri, config.record_key_fields, config.populate_meta_fields, shared)
+        return listing.mapInArrow(read, "key string, partition string, file_id string")
 
 
 def _sql_record_key(fields: list[str]) -> Column:
@@ -277,18 +262,28 @@ def add_keys(key_fields: list[str], partition_fields: list[str], hive_style: boo
         yield from rows.to_batches()
 
 
-def keys_of_files(base_uri: str, key_fields: list[str], meta_fields: bool, batches: Iterator[pa.RecordBatch]):
+def keys_of_files(
+    base_uri: str, key_fields: list[str], meta_fields: bool, wanted: Broadcast | None, batches: Iterator[pa.RecordBatch]
+):
+    """One index task: the keys of its files, filtered once against `wanted` (one hash build per task)."""
     storage = Storage(base_uri)
+    found, partitions, file_ids = [], [], []
     for batch in batches:
         for path, partition, file_id in zip(*(batch.column(c).to_pylist() for c in batch.schema.names), strict=True):
             with storage.open_input(path) as handle:
                 rows = pq.read_table(handle, columns=[KEY] if meta_fields else key_fields)
-            found = rows.column(KEY) if meta_fields else keys.record_keys(rows, key_fields)
-            n = rows.num_rows
-            yield pa.RecordBatch.from_arrays(
-                [found.combine_chunks(), pa.array([partition] * n, pa.string()), pa.array([file_id] * n, pa.string())],
-                names=["key", "partition", "file_id"],
-            )
+            found.append(rows.column(KEY) if meta_fields else keys.record_keys(rows, key_fields))
+            partitions.append(pa.array([partition] * rows.num_rows, pa.string()))
+            file_ids.append(pa.array([file_id] * rows.num_rows, pa.string()))
+    if not found:
+        return
+    index = pa.table(
+        [pa.chunked_array(found, pa.string()), pa.chunked_array(partitions), pa.chunked_array(file_ids)],
+        names=["key", "partition", "file_id"],
+    )
+    if wanted is not None:
+        index = index.filter(pc.is_in(index.column("key"), value_set=wanted.value))
+    yield from index.to_batches()
 
 
 def insert_task(
