@@ -35,3 +35,4 @@ bench: $(STAMP)
 	$(PY) -m bench.locks
 	$(PY) -m bench.listing
 	$(PY) -m bench.commit
+	$(PY) -m bench.spark_write
