@@ -131,7 +131,8 @@ def _print_timelines(table: Table, console: Console) -> None:
 def _print_read_back(spark, read_table, table: Table, console: Console) -> None:
     df = read_table(spark, table.uri)
     per_city = df.groupBy("city").count().orderBy("city").collect()
-    shown = RichTable(title=f"read back through Spark: {df.count()} rows", caption="file list from the metadata table")
+    console.print(f"read back through Spark: {df.count()} rows (file list from the metadata table)")
+    shown = RichTable()
     shown.add_column("city")
     shown.add_column("rows", justify="right")
     for row in per_city:

@@ -11,7 +11,7 @@ from timeline.table import Table
 
 def test_the_main_job_runs_and_leaves_a_consistent_table(tmp_path: Path) -> None:
     base = tmp_path / "trips"
-    done = tandem("demo", str(base), "--batches", "4", "--rows", "600")
+    done = tandem("demo", str(base), "--batches", "4", "--rows", "600", env={"COLUMNS": "200"})  # no wrapping
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for expected in ("Spark write jobs", "worker clean stopped", "worker compact stopped", "read back through Spark"):
         assert expected in done.stdout
