@@ -1,14 +1,16 @@
 """A Spark DataFrame as one instant: executors write the files, the driver commits.
 
-The driver begins the instant through the coordinator's `Transaction`, tags the
-incoming records with a simple index (a join with the keys of the latest file
-slices of the touched partitions, read by the executors), sends an upsert's new
-records to the partition's smallest file group below the small-file limit (a
-group pushed past the target size spills its last new records into new groups),
-and repartitions by target file group. Each task then writes its groups straight to their final
-names, marker first, with its partition-stage-attempt as the write token, and
-returns write stats; the driver commits with those stats, and the commit's
-finalize step deletes every marked file no stat names (a retried task's files).
+The driver begins the instant through the coordinator's `Transaction`. Inserts
+are one shuffle-free stage: each task starts new file groups for the partitions
+its rows fall in. Upserts and deletes are tagged with a simple index (a join
+with the keys of the latest file slices of the touched partitions, read by the
+executors); an upsert's new records top up the partition's smallest file group
+below the small-file limit (a group pushed past the target size spills its last
+new records into new groups); records are then repartitioned by target file
+group. Every task writes straight to final names, marker first, with its
+partition-stage-attempt as the write token, and returns write stats; the driver
+commits with those stats, and the commit's finalize step deletes every marked
+file no stat names (a retried task's files).
 """
 
 from __future__ import annotations
