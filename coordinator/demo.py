@@ -69,7 +69,6 @@ def _stop_worker(proc: subprocess.Popen) -> None:
 
 
 def run_demo(path: str | None, console: Console, batches: int = 6, rows: int = 20000) -> Table:
-    from coordinator.spark.reader import read_table
     from coordinator.spark.session import local_session
     from coordinator.spark.writer import SparkWriter
 
@@ -104,7 +103,7 @@ def run_demo(path: str | None, console: Console, batches: int = 6, rows: int = 2
             last = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
             console.print(f"  {last[-1] if last else log.name + ': no output'}")
         _print_timelines(table, console)
-        _print_read_back(spark, read_table, table, console)
+        _print_read_back(spark, table, console)
     finally:
         for proc, _ in workers:
             if proc.poll() is None:
@@ -128,7 +127,9 @@ def _print_timelines(table: Table, console: Console) -> None:
     console.print("metadata timeline: " + ", ".join(f"{n} {action}" for action, n in sorted(actions.items())))
 
 
-def _print_read_back(spark, read_table, table: Table, console: Console) -> None:
+def _print_read_back(spark, table: Table, console: Console) -> None:
+    from coordinator.spark.reader import read_table
+
     df = read_table(spark, table.uri)
     per_city = df.groupBy("city").count().orderBy("city").collect()
     console.print(f"read back through Spark: {df.count()} rows (file list from the metadata table)")

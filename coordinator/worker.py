@@ -59,6 +59,10 @@ def run_worker(
                 summary = once(table, config, lock)
             except (LockError, ConflictError) as err:
                 summary = f"skipped: {err}"
+            except FileNotFoundError as err:
+                # Another process removed a file this run was reading (seen when a frozen lock service
+                # cost this run its lease). Every step is crash-safe, so the next run starts over.
+                summary = f"skipped: {err.filename or err} was removed while this run read it"
             runs += 1
             stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             log(f"{stamp} worker {kind} run {runs}: {summary} ({(time.monotonic() - started) * 1000:.0f} ms)")

@@ -18,6 +18,7 @@ from coordinator.archival import read_bundle
 from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
 from coordinator.heartbeat import is_expired
+from coordinator.services import CompactionReport
 from coordinator.transaction import TOKEN_KEY, Transaction
 from coordinator.writer import LocalWriter
 from tests.conftest import FAST_FILE_LOCK, tandem, wait_until
@@ -286,3 +287,22 @@ def test_archival_deletes_a_file_that_landed_after_its_rollback(table):
     assert rollback.time in archive(table, min_commits=2, max_commits=3).data
     assert not table.storage.exists(late)
     assert check_table(table, expected=expected(model, dict.fromkeys(model, "a"))) == []
+
+
+def test_a_worker_run_that_loses_a_file_it_reads_is_skipped_not_fatal(table, monkeypatch):
+    import coordinator.worker as worker
+
+    calls = []
+
+    def flaky_compact(*_args):
+        calls.append(1)
+        if len(calls) == 1:
+            raise FileNotFoundError(2, "No such file", ".hoodie/metadata/files/gone.log.1")
+        return CompactionReport()
+
+    monkeypatch.setattr(worker, "compact", flaky_compact)
+    lines: list[str] = []
+    runs = worker.run_worker(table, "compact", CoordinatorConfig(), 0, 2, lines.append)
+    assert runs == 2 and len(calls) == 2
+    assert "skipped: .hoodie/metadata/files/gone.log.1 was removed" in lines[0]
+    assert "nothing to compact" in lines[1]
