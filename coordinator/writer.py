@@ -111,10 +111,15 @@ class LocalWriter:
         )
 
     def existing_schema(self, view: FileSystemView) -> pa.Schema | None:
+        """The newest file's schema; gone means a concurrent writer and clean moved past this view."""
         latest = view.latest_base_files()
         if not latest:
             return None
-        return self._schema_of(max(latest, key=lambda f: f.instant).path)
+        newest = max(latest, key=lambda f: f.instant).path
+        try:
+            return self._schema_of(newest)
+        except FileNotFoundError as err:
+            raise ConflictError(f"{newest} was cleaned while this write read it: a newer version exists") from err
 
     def _schema_of(self, path: str) -> pa.Schema:
         with self.table.storage.open_input(path) as handle:

@@ -306,3 +306,14 @@ def test_a_worker_run_that_loses_a_file_it_reads_is_skipped_not_fatal(table, mon
     assert runs == 2 and len(calls) == 2
     assert "skipped: .hoodie/metadata/files/gone.log.1 was removed" in lines[0]
     assert "nothing to compact" in lines[1]
+
+
+def test_a_write_whose_newest_file_was_cleaned_meanwhile_is_a_conflict(table):
+    """Found by the DynamoDB nemesis: the schema read hit a file a clean had just removed."""
+    writer = LocalWriter(table)
+    writer.write(rows([1], 1), "insert")
+    view = table.view()
+    (newest,) = view.latest_base_files()
+    table.storage.delete(newest.path)  # what a concurrent upsert and clean leave behind
+    with pytest.raises(ConflictError, match="was cleaned while this write read it"):
+        writer.existing_schema(view)
