@@ -6,6 +6,7 @@ can find files that a crash or a retried task left behind.
 
 from __future__ import annotations
 
+from timeline.errors import TandemError
 from timeline.storage import Storage
 from timeline.table import TEMP_DIR
 
@@ -17,7 +18,11 @@ def marker_dir(time: str) -> str:
 
 
 def create_marker(storage: Storage, time: str, path: str, kind: str = "CREATE") -> None:
-    storage.create_if_absent(f"{marker_dir(time)}/{path}{MARKER_SUFFIX}{kind}", b"", durable=False)
+    """Only a rollback removes a pending instant's marker folder; losing it mid-create means stop writing."""
+    try:
+        storage.create_if_absent(f"{marker_dir(time)}/{path}{MARKER_SUFFIX}{kind}", b"", durable=False)
+    except FileNotFoundError as err:
+        raise TandemError(f"instant {time}: its marker folder was removed: another process rolled it back") from err
 
 
 def marked_files(storage: Storage, time: str) -> list[str]:

@@ -317,3 +317,19 @@ def test_a_write_whose_newest_file_was_cleaned_meanwhile_is_a_conflict(table):
     table.storage.delete(newest.path)  # what a concurrent upsert and clean leave behind
     with pytest.raises(ConflictError, match="was cleaned while this write read it"):
         writer.existing_schema(view)
+
+
+def test_a_marker_folder_removed_mid_write_stops_the_write(table, monkeypatch):
+    """Found by the DynamoDB nemesis: a rollback removed the folder while the zombie created a marker in it."""
+    real = table.storage.create_if_absent
+
+    def folder_gone(rel: str, data: bytes, durable: bool = True) -> bool:
+        if rel.startswith(".hoodie/.temp/"):
+            raise FileNotFoundError(2, "No such file or directory", rel)
+        return real(rel, data, durable)
+
+    monkeypatch.setattr(table.storage, "create_if_absent", folder_gone)
+    with pytest.raises(TandemError, match="marker folder was removed: another process rolled it back"):
+        LocalWriter(table).write(rows([1], 1), "insert")
+    monkeypatch.undo()
+    assert table.timeline().pending() == [] and list(Path(table.uri).rglob("*.parquet")) == []
