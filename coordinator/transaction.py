@@ -11,6 +11,8 @@ commits on a clean exit and aborts on an exception:
 
 from __future__ import annotations
 
+import logging
+
 from chaos.crash_points import crash_point, register
 from coordinator import conflicts, markers
 from coordinator.archival import archive
@@ -41,6 +43,7 @@ COMMIT_RELEASED = register("commit.released", "lock released, heartbeat stopped"
 COMMIT_CLEANED = register("commit.cleanup", "markers of T deleted")
 
 TOKEN_KEY = "tandem.lock.token"
+LOG = logging.getLogger(__name__)
 
 
 class Transaction:
@@ -152,8 +155,7 @@ class Transaction:
                 done = timeline.complete(self.instant, metadata.to_json_bytes())
                 self.instant = done
                 crash_point(COMMIT_COMPLETED)
-                if self.config.auto_archive and len(timeline.completed()) >= self.config.archive_max_commits:
-                    archive(self.table, self.config.archive_min_commits, self.config.archive_max_commits)
+                self._archive_if_due(timeline)
         finally:
             self._stop_heartbeat()
         crash_point(COMMIT_RELEASED)
@@ -161,6 +163,20 @@ class Transaction:
         crash_point(COMMIT_CLEANED)
         self.close()
         return done
+
+    def _archive_if_due(self, timeline: ActiveTimeline) -> None:
+        """Archival is housekeeping after T completed: it never turns a committed write into a failure.
+
+        With the lock lost (a lease that ran out) it is left to the next commit; so is a
+        run that meets a file another archiver moved first.
+        """
+        if not self.config.auto_archive or len(timeline.completed()) < self.config.archive_max_commits:
+            return
+        try:
+            self.lock.check()
+            archive(self.table, self.config.archive_min_commits, self.config.archive_max_commits)
+        except (LockError, FileNotFoundError) as err:
+            LOG.warning("archival after %s left to the next commit: %s", self.time, err)
 
     def mirror_to_metadata(self, metadata: CommitMetadata, timeline: ActiveTimeline) -> None:
         """Metadata first: MDT housekeeping, then MDT deltacommit T, before T completes."""

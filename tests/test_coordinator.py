@@ -333,3 +333,18 @@ def test_a_marker_folder_removed_mid_write_stops_the_write(table, monkeypatch):
         LocalWriter(table).write(rows([1], 1), "insert")
     monkeypatch.undo()
     assert table.timeline().pending() == [] and list(Path(table.uri).rglob("*.parquet")) == []
+
+
+def test_archival_that_meets_a_moved_file_never_fails_a_committed_write(table, monkeypatch):
+    """Found by the DynamoDB nemesis: archival after T completed met an instant another archiver had moved."""
+    import coordinator.transaction as transaction
+
+    def raced(*_args):
+        raise FileNotFoundError(2, "No such file or directory", ".hoodie/20261122160754117.rollback")
+
+    monkeypatch.setattr(transaction, "archive", raced)
+    writer = LocalWriter(
+        table, coordinator=CoordinatorConfig(archive_min_commits=2, archive_max_commits=3, commits_retained=1)
+    )
+    results = [writer.write(rows([v], v), "insert") for v in range(4)]
+    assert [table.timeline().find(r.instant).is_completed for r in results] == [True] * 4
