@@ -17,7 +17,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.locking import table_lock
 from coordinator.services import compact
 from locks.base import LockProvider
-from timeline.errors import ConflictError, LockError
+from timeline.errors import BadInputError, TandemError
 from timeline.table import Table
 
 KINDS = ("clean", "compact")
@@ -57,11 +57,14 @@ def run_worker(
             started = time.monotonic()
             try:
                 summary = once(table, config, lock)
-            except (LockError, ConflictError) as err:
+            except BadInputError:
+                raise  # the table itself is wrong: no later run can do better
+            except TandemError as err:
+                # Lock timeouts and conflicts; also a step another process finished first, as when
+                # a frozen lock service cost this run its lease. Every step is crash-safe, so the
+                # next run starts over.
                 summary = f"skipped: {err}"
-            except FileNotFoundError as err:
-                # Another process removed a file this run was reading (seen when a frozen lock service
-                # cost this run its lease). Every step is crash-safe, so the next run starts over.
+            except FileNotFoundError as err:  # a file removed while this run read it (same cause)
                 summary = f"skipped: {err.filename or err} was removed while this run read it"
             runs += 1
             stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -348,3 +348,25 @@ def test_archival_that_meets_a_moved_file_never_fails_a_committed_write(table, m
     )
     results = [writer.write(rows([v], v), "insert") for v in range(4)]
     assert [table.timeline().find(r.instant).is_completed for r in results] == [True] * 4
+
+
+def test_a_worker_run_that_finds_its_step_done_by_another_process_is_skipped(table, monkeypatch):
+    """Found by the DynamoDB nemesis: a clean another process had finished ('already completed')."""
+    import coordinator.worker as worker
+
+    outcomes = iter([TandemError("instant 20261122161417951.clean is already completed"), None])
+
+    def racing_clean(*_args):
+        outcome = next(outcomes)
+        if outcome is not None:
+            raise outcome
+        return None
+
+    monkeypatch.setattr(worker, "clean", racing_clean)
+    lines: list[str] = []
+    assert worker.run_worker(table, "clean", CoordinatorConfig(), 0, 2, lines.append) == 2
+    assert "skipped: instant 20261122161417951.clean is already completed" in lines[0]
+    assert "nothing to clean" in lines[1]
+    monkeypatch.setattr(worker, "clean", lambda *_: (_ for _ in ()).throw(BadInputError("not a table")))
+    with pytest.raises(BadInputError):
+        worker.run_worker(table, "clean", CoordinatorConfig(), 0, 1, lines.append)
