@@ -192,6 +192,8 @@ def nemesis(lock_service: str, duration_s: float, seed: int, report_path: str | 
     ):
         table.add_row(label, str(value))
     console.print(table)
+    for reason, count in sorted(report.abort_reasons.items(), key=lambda item: -item[1]):
+        console.print(f"  aborted otherwise x{count}: {reason}")
     if report_path:
         Path(report_path).write_text(json.dumps(report.to_dict(), indent=2))
         console.print(f"report: {report_path}")

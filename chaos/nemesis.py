@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -60,6 +61,7 @@ class NemesisReport:
     commits: int = 0
     aborts_conflict: int = 0
     aborts_other: int = 0
+    abort_reasons: dict[str, int] = field(default_factory=dict)
     killed_mid_write: int = 0
     rollbacks: int = 0
     kills: int = 0
@@ -332,7 +334,7 @@ def _check(table: Table, history: Path, report: NemesisReport) -> None:
     attempts: dict[tuple[str, int], dict] = {}
     for event in _events(history):
         attempt = attempts.setdefault((event["writer"], event["seq"]), {"writer": event["writer"], "seq": event["seq"]})
-        attempt.update({k: v for k, v in event.items() if k in ("keys", "instant", "token", "reason")})
+        attempt.update({k: v for k, v in event.items() if k in ("keys", "instant", "token", "reason", "error")})
         attempt.setdefault("events", []).append(event["event"])
     tokens: dict[int, str] = {}
     committed = []
@@ -356,6 +358,8 @@ def _check(table: Table, history: Path, report: NemesisReport) -> None:
                 report.aborts_conflict += 1
             else:
                 report.aborts_other += 1
+                reason = _abort_reason(attempt.get("error", ""))
+                report.abort_reasons[reason] = report.abort_reasons.get(reason, 0) + 1
             if instant in done:
                 report.violations.append(_violation("aborted-write-completed", f"{instant} aborted, yet completed"))
         elif "attempt" in events:
@@ -367,6 +371,11 @@ def _check(table: Table, history: Path, report: NemesisReport) -> None:
         for key in attempt["keys"]:
             expected[key] = {"id": key, "part": partition_of(key), "writer": attempt["writer"], "seq": attempt["seq"]}
     report.violations += [v.to_dict() for v in check_table(table, "id", expected)]
+
+
+def _abort_reason(error: str) -> str:
+    """An error message with its instants, tokens and durations blanked, so like aborts count together."""
+    return re.sub(r"\d+(\.\d+)?", "N", error.splitlines()[0] if error else "unknown")[:120]
 
 
 def _violation(invariant: str, detail: str) -> dict:
