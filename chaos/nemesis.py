@@ -358,7 +358,7 @@ def _check(table: Table, history: Path, report: NemesisReport) -> None:
                 report.aborts_conflict += 1
             else:
                 report.aborts_other += 1
-                reason = _abort_reason(attempt.get("error", ""))
+                reason = abort_reason(attempt.get("error", ""))
                 report.abort_reasons[reason] = report.abort_reasons.get(reason, 0) + 1
             if instant in done:
                 report.violations.append(_violation("aborted-write-completed", f"{instant} aborted, yet completed"))
@@ -373,7 +373,7 @@ def _check(table: Table, history: Path, report: NemesisReport) -> None:
     report.violations += [v.to_dict() for v in check_table(table, "id", expected)]
 
 
-def _abort_reason(error: str) -> str:
+def abort_reason(error: str) -> str:
     """An error message with its instants, tokens and durations blanked, so like aborts count together."""
     return re.sub(r"\d+(\.\d+)?", "N", error.splitlines()[0] if error else "unknown")[:120]
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from chaos.nemesis import abort_reason
+
 COMMIT_AND_ROLLBACK = ("commit.", "rollback.", "mdt.deltacommit.", "mdt.rollback.")
 
 
@@ -94,3 +96,11 @@ def test_short_nemesis_on_zookeeper_has_no_violation(tmp_path: Path) -> None:
     assert result["kills"] + result["pauses"] > 0
     assert result["lock_service_faults"] > 0
     assert result["process_crashes"] == 0
+    assert sum(result["abort_reasons"].values()) == result["aborts_other"]
+
+
+def test_aborts_with_different_instants_count_as_one_reason() -> None:
+    first = abort_reason("instant 20261122172758123 is no longer inflight: another process rolled it back")
+    second = abort_reason("instant 20261122172801007 is no longer inflight: another process rolled it back\ntrace")
+    assert first == second == "instant N is no longer inflight: another process rolled it back"
+    assert abort_reason("") == "unknown"
