@@ -29,7 +29,7 @@ from pathlib import Path
 
 from chaos import crash_points, storage_faults
 from chaos.checker import Violation, check_listing, check_readers, check_table
-from chaos.scenarios import KEY, SCENARIOS, Scenario, config, rows, write
+from chaos.scenarios import KEY, SCENARIOS, Scenario, config, rows, run_service, write
 from coordinator.locking import table_lock
 from coordinator.services import recover_table
 from timeline.instant import WRITE_ACTIONS
@@ -200,13 +200,7 @@ def _write_instants(base: str) -> set[str]:
 def recover(base: str, mode: str) -> None:
     """`tandem recover`, or the next write (which recovers at begin and commit)."""
     if mode == "recover":
-        table = Table.open(base)
-        settings = config()
-        lock = table_lock(table, settings)
-        try:
-            recover_table(table, settings, lock)
-        finally:
-            lock.close()
+        run_service(base, recover_table)
     else:
         write(base, rows([NEXT_ROW], 0), "insert")
 

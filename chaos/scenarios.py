@@ -47,24 +47,23 @@ def rows(ids: list[int], version: int) -> pa.Table:
     )
 
 
-def write(base: str, data: pa.Table, operation: str, settings: CoordinatorConfig | None = None) -> None:
+def run_service(
+    base: str, run: Callable[[Table, CoordinatorConfig, object], object], settings: CoordinatorConfig | None = None
+) -> None:
+    """Runs one protocol step on the table under its lock, as a process would: open, lock, run, close."""
     table = Table.open(base)
     settings = settings or config()
-    lock = table_lock(table, settings)
-    try:
-        LocalWriter(table, coordinator=settings, lock=lock).write(data, operation)
-    finally:
-        lock.close()
-
-
-def _service(base: str, run: Callable[[Table, CoordinatorConfig, object], object]) -> None:
-    table = Table.open(base)
-    settings = config()
     lock = table_lock(table, settings)
     try:
         run(table, settings, lock)
     finally:
         lock.close()
+
+
+def write(base: str, data: pa.Table, operation: str, settings: CoordinatorConfig | None = None) -> None:
+    run_service(
+        base, lambda table, c, lock: LocalWriter(table, coordinator=c, lock=lock).write(data, operation), settings
+    )
 
 
 def _new_table(base: str) -> None:
@@ -96,7 +95,7 @@ def _with_compactions(base: str) -> None:
     _with_history(base)
     for n in range(3):
         write(base, rows([50 + n], n), "insert")
-        _service(base, _forced_compaction)
+        run_service(base, _forced_compaction)
     write(base, rows([60], 0), "insert")  # something for the scenario's own compaction to absorb
 
 
@@ -132,14 +131,14 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("insert_overwrite", "replace partition p0", _new_table,
                  lambda b: write(b, rows([40, 42], 5), "insert_overwrite")),
         Scenario("clean", "KEEP_LATEST_FILE_VERSIONS=1 clean of old versions", _with_history,
-                 lambda b: _service(b, lambda t, c, lock: clean(t, c, lock))),
+                 lambda b: run_service(b, lambda t, c, lock: clean(t, c, lock))),
         Scenario("rollback", "`tandem recover` of a write that died after its MDT deltacommit",
-                 _with_failed_write, lambda b: _service(b, recover_table)),
+                 _with_failed_write, lambda b: run_service(b, recover_table)),
         Scenario("mdt_compaction", "forced MDT compaction as the worker runs it", _with_history,
-                 lambda b: _service(b, _forced_compaction)),
+                 lambda b: run_service(b, _forced_compaction)),
         Scenario("mdt_clean", "MDT compaction then MDT clean of slices past the last 3 compactions",
-                 _with_compactions, lambda b: _service(b, _forced_compaction)),
+                 _with_compactions, lambda b: run_service(b, _forced_compaction)),
         Scenario("archival", "archival of both timelines (34 commits)", _with_many_commits,
-                 lambda b: _service(b, archive_table)),
+                 lambda b: run_service(b, archive_table)),
     )
 }  # fmt: skip
