@@ -26,7 +26,6 @@ from chaos.crash_points import crash_point, register
 from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
 from timeline.instant import DELTA_COMMIT, ROLLBACK, Instant, State
 from timeline.mdt import compaction, layout
-from timeline.storage import Storage
 from timeline.table import TEMP_DIR, Table
 
 BUNDLE_WRITTEN = register("archive.bundle", "archive bundle written, instants still active")
@@ -117,19 +116,9 @@ def _sweep_rolled_back_files(timeline: ActiveTimeline, rollbacks: list[Instant])
         metadata = timeline.avro(rollback)
         for partition in (metadata.get("partitionMetadata") or {}).values():
             for path in partition.get("successDeleteFiles") or []:
-                relative = _relative_to_base(timeline.storage, path)
+                relative = timeline.storage.relative(path)
                 if relative is not None:
                     timeline.storage.delete(relative)
-
-
-def _relative_to_base(storage: Storage, path: str) -> str | None:
-    """Tandem records relative paths; Hudi's writers record absolute ones (None if outside the base)."""
-    if "://" not in path and not path.startswith("/"):
-        return path
-    for prefix in (storage.base_uri, storage.root, f"file:{storage.root}"):
-        if path.startswith(prefix.rstrip("/") + "/"):
-            return path[len(prefix.rstrip("/")) + 1 :]
-    return None
 
 
 def archive_data(table: Table, min_commits: int, max_commits: int) -> list[str]:

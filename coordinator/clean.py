@@ -121,9 +121,8 @@ def files_being_cleaned(timeline: ActiveTimeline) -> set[str]:
     paths: set[str] = set()
     for instant in timeline.pending():
         if instant.action == CLEAN:
-            plan = timeline.avro(instant.with_state(State.REQUESTED))
-            for infos in (plan["filePathsToBeDeletedPerPartition"] or {}).values():
-                paths.update(i["filePath"] for i in infos)
+            for files in avro_metadata.planned_deletions(timeline.avro(instant.with_state(State.REQUESTED))).values():
+                paths.update(files)
     return paths
 
 
@@ -135,9 +134,7 @@ def resume(table: Table, clean_instant: Instant, lock: LockProvider | None = Non
     if clean_instant.state == State.REQUESTED:
         timeline.transition_to_inflight(clean_instant)
         crash_point(STARTED)
-    per_partition = {
-        p: [i["filePath"] for i in infos] for p, infos in (plan["filePathsToBeDeletedPerPartition"] or {}).items()
-    }
+    per_partition = avro_metadata.planned_deletions(plan)
     paths = [p for files in per_partition.values() for p in files]
     for path in paths:
         table.storage.delete(path)

@@ -9,6 +9,7 @@ otherwise, so anything wider would abort writers for nothing).
 
 from __future__ import annotations
 
+from timeline import avro_metadata
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
 from timeline.errors import ConflictError
@@ -25,9 +26,8 @@ def _clean_versions(timeline: ActiveTimeline, clean: Instant) -> set[tuple[str, 
     """(partition, fileId, instant) of every file version a clean plan deletes."""
     plan = timeline.avro(clean.with_state(State.REQUESTED))
     versions = set()
-    for partition, infos in (plan.get("filePathsToBeDeletedPerPartition") or {}).items():
-        for info in infos:
-            path = info["filePath"]
+    for partition, paths in avro_metadata.planned_deletions(plan).items():
+        for path in paths:
             base = parse_base_file(partition, path.rpartition("/")[2], 0)
             if base is not None:
                 versions.add((partition, base.file_id, base.instant))

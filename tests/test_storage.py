@@ -73,3 +73,18 @@ def test_create_if_absent_has_exactly_one_winner_locally(tmp_path):
         t.join()
     assert results.count(True) == 1
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_relative_accepts_hudi_absolute_paths_inside_the_base_only(tmp_path):
+    storage = Storage(str(tmp_path / "base"))
+    assert storage.relative("p/a.parquet") == "p/a.parquet"
+    assert storage.relative(f"{tmp_path}/base/p/a.parquet") == "p/a.parquet"
+    assert storage.relative(f"file:{tmp_path}/base/p/a.parquet") == "p/a.parquet"
+    assert storage.relative(f"file://{tmp_path}/base/p/a.parquet") == "p/a.parquet"
+    assert storage.relative(f"{tmp_path}/other/a.parquet") is None
+    assert storage.relative(f"{tmp_path}/base2/a.parquet") is None
+    s3 = Storage("s3://bucket/table")
+    assert s3.relative("s3://bucket/table/p/a.parquet") == "p/a.parquet"
+    assert s3.relative("s3a://bucket/table/p/a.parquet") == "p/a.parquet"
+    assert s3.relative("s3://other/table/p/a.parquet") is None
+    assert storage.relative("s3://bucket/base/p/a.parquet") is None

@@ -207,3 +207,8 @@ def decode(data: bytes, source: str) -> dict[str, Any]:
     if len(records) != 1:
         raise CorruptInstantError(f"{source} holds {len(records)} records, expected 1")
     return records[0]
+
+
+def planned_deletions(plan: dict[str, Any]) -> dict[str, list[str]]:
+    """Partition -> file paths a HoodieCleanerPlan deletes (the plan's map may be null)."""
+    return {p: [i["filePath"] for i in infos] for p, infos in (plan["filePathsToBeDeletedPerPartition"] or {}).items()}

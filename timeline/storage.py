@@ -69,6 +69,19 @@ class Storage:
         norm = normalize_relative(rel)
         return f"{self.base_uri}/{norm}" if norm else self.base_uri
 
+    def relative(self, path: str) -> str | None:
+        """`path` relative to the base: Tandem records relative paths, Hudi's writers
+        absolute ones (`file:/...`, `/...`, `s3a://...`). None when it lies outside the base."""
+        parsed = urlparse(path)
+        if not parsed.scheme and not path.startswith("/"):
+            return path
+        if parsed.scheme not in (("s3", "s3a") if self.is_s3 else ("", "file")):
+            return None
+        location = f"{parsed.netloc}{parsed.path}" if self.is_s3 else parsed.path
+        if location.startswith(self.root + "/"):
+            return location[len(self.root) + 1 :]
+        return None
+
     def sub(self, rel: str) -> Storage:
         """Storage rooted at a folder below this base (the metadata table)."""
         return Storage(self.uri(rel))

@@ -260,7 +260,7 @@ def resume_cleans(mdt: MetadataTable, timeline: ActiveTimeline) -> list[str]:
 
 
 def _carry_out_clean(mdt: MetadataTable, requested: Instant, plan: dict) -> list[str]:
-    paths = [i["filePath"] for infos in plan["filePathsToBeDeletedPerPartition"].values() for i in infos]
+    paths = [path for files in avro_metadata.planned_deletions(plan).values() for path in files]
     for path in paths:
         mdt.storage.delete(path)
     crash_point(CLEAN_DELETED)
