@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
@@ -104,11 +104,7 @@ class LocalWriter:
         data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
         if existing is not None and operation != "delete":
             data = _cast_to(data, existing)
-        with_keys = data.append_column(KEY, keys.record_keys(data, self.config.record_key_fields))
-        return with_keys.append_column(
-            PARTITION,
-            keys.partition_paths(data, self.config.partition_fields, self.config.hive_style),
-        )
+        return with_keys(data, self.config.record_key_fields, self.config.partition_fields, self.config.hive_style)
 
     def existing_schema(self, view: FileSystemView) -> pa.Schema | None:
         """The newest file's schema; gone means a concurrent writer and clean moved past this view."""
@@ -247,8 +243,7 @@ class LocalWriter:
     def _plan(self, operation: str, rows: pa.Table, view: FileSystemView | None) -> tuple[list[_FileWrite], dict]:
         writes: list[_FileWrite] = []
         replaced: dict[str, list[str]] = {}
-        for partition in sorted(set(rows.column(PARTITION).to_pylist())):
-            part_rows = rows.filter(pc.equal(rows.column(PARTITION), partition))
+        for partition, part_rows in split_by(rows, PARTITION):
             if operation in ("insert", "bulk_insert"):
                 writes += self.split_new(partition, part_rows)
             elif operation == "insert_overwrite":
@@ -351,10 +346,7 @@ class LocalWriter:
 
         `on_begin` hears the instant time as soon as it is inflight (histories, progress).
         """
-        operation = operation.lower()
-        if operation not in OPERATIONS:
-            raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
-        action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
+        operation, action = resolve_operation(operation)
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
             if on_begin is not None:
                 on_begin(txn.time)
@@ -364,21 +356,45 @@ class LocalWriter:
                 rows = self.dedupe(rows)
             writes, replaced = self._plan(operation, rows, view)
             metadata = txn.metadata
-            metadata.schema = arrow_to_avro(_data_schema(rows, existing, operation), self.config.name)
+            incoming = pa.schema([f for f in rows.schema if f.name not in (KEY, PARTITION)])
+            metadata.schema = arrow_to_avro(data_schema(incoming, existing, operation), self.config.name)
             metadata.partition_to_replace_file_ids = replaced if action == REPLACE_COMMIT else None
             for task, write in enumerate(writes):
                 metadata.add(self.write_file(txn, write, task))
         return WriteResult(txn.time, operation, metadata, data.num_rows)
 
 
-def _data_schema(rows: pa.Table, existing: pa.Schema | None, operation: str) -> pa.Schema:
-    """The table's data schema after this write: existing columns plus new ones."""
-    incoming = pa.schema([f for f in rows.schema if f.name not in (KEY, PARTITION)])
+def resolve_operation(operation: str) -> tuple[str, str]:
+    """The operation's canonical name and the action of its instant; an unknown one is bad input."""
+    operation = operation.lower()
+    if operation not in OPERATIONS:
+        raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
+    return operation, REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
+
+
+def with_keys(data: pa.Table, key_fields: list[str], partition_fields: list[str], hive_style: bool) -> pa.Table:
+    """`data` with its record key and partition path columns, as every writer computes them."""
+    data = data.append_column(KEY, keys.record_keys(data, key_fields))
+    return data.append_column(PARTITION, keys.partition_paths(data, partition_fields, hive_style))
+
+
+def split_by(rows: pa.Table, column: str) -> Iterator[tuple[str, pa.Table]]:
+    """The rows of each value of `column`, values in sorted order."""
+    for value in sorted(set(rows.column(column).to_pylist())):
+        yield value, rows.filter(pc.equal(rows.column(column), value))
+
+
+def data_schema(incoming: pa.Schema, existing: pa.Schema | None, operation: str) -> pa.Schema:
+    """The table's data schema after this write: existing columns plus new ones.
+
+    Incoming columns were cast to the existing types first, so the permissive
+    unification only ever meets equal types or a new column.
+    """
     if existing is None:
         return incoming
     if operation == "delete":
         return existing
-    return pa.unify_schemas([existing, incoming])
+    return pa.unify_schemas([existing, incoming], promote_options="permissive")
 
 
 def _cast_to(data: pa.Table, schema: pa.Schema) -> pa.Table:

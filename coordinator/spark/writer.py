@@ -34,7 +34,17 @@ from chaos.crash_points import crash_point
 from coordinator import markers
 from coordinator.config import CoordinatorConfig
 from coordinator.transaction import WRITE_MARKER, Transaction
-from coordinator.writer import KEY, OPERATIONS, PARTITION, LocalWriter, WriteOptions, WriteResult
+from coordinator.writer import (
+    KEY,
+    PARTITION,
+    LocalWriter,
+    WriteOptions,
+    WriteResult,
+    data_schema,
+    resolve_operation,
+    split_by,
+    with_keys,
+)
 from locks.base import LockProvider
 from timeline import keys
 from timeline.avro_schema import arrow_to_avro
@@ -42,7 +52,7 @@ from timeline.commit_metadata import WriteStat
 from timeline.errors import BadInputError
 from timeline.file_names import BaseFile, write_token
 from timeline.fs_view import FileSystemView
-from timeline.instant import COMMIT, REPLACE_COMMIT
+from timeline.instant import REPLACE_COMMIT
 from timeline.keys import DEFAULT_PARTITION
 from timeline.storage import Storage
 from timeline.table import META_COLUMNS, Table
@@ -103,10 +113,7 @@ class SparkWriter:
 
         `on_begin` hears the instant time as soon as it is inflight.
         """
-        operation = operation.lower()
-        if operation not in OPERATIONS:
-            raise BadInputError(f"unknown operation {operation!r} (one of {', '.join(OPERATIONS)})")
-        action = REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
+        operation, action = resolve_operation(operation)
         df = df.drop(*[c for c in df.columns if c in META_COLUMNS or c in (KEY, PARTITION, TARGET)])
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
             if on_begin is not None:
@@ -125,7 +132,8 @@ class SparkWriter:
                     raise
                 raise bad from err
             metadata = txn.metadata
-            metadata.schema = arrow_to_avro(_data_schema(df, existing, operation), self.table.config.name)
+            incoming = to_arrow_schema(df.schema)
+            metadata.schema = arrow_to_avro(data_schema(incoming, existing, operation), self.table.config.name)
             if action == REPLACE_COMMIT:
                 partitions = sorted({s.partition_path for s in stats})
                 metadata.partition_to_replace_file_ids = {
@@ -258,10 +266,7 @@ def _sql_partition_path(fields: list[str], hive_style: bool) -> Column:
 
 def add_keys(key_fields: list[str], partition_fields: list[str], hive_style: bool, batches: Iterator[pa.RecordBatch]):
     for batch in batches:
-        rows = pa.Table.from_batches([batch])
-        rows = rows.append_column(KEY, keys.record_keys(rows, key_fields))
-        rows = rows.append_column(PARTITION, keys.partition_paths(rows, partition_fields, hive_style))
-        yield from rows.to_batches()
+        yield from with_keys(pa.Table.from_batches([batch]), key_fields, partition_fields, hive_style).to_batches()
 
 
 def keys_of_files(
@@ -299,14 +304,10 @@ def insert_task(
     received = [b for b in batches if b.num_rows]
     if not received:
         return
-    rows = pa.Table.from_batches(received)
-    rows = rows.append_column(KEY, keys.record_keys(rows, key_fields))
-    rows = rows.append_column(PARTITION, keys.partition_paths(rows, partition_fields, hive_style))
+    rows = with_keys(pa.Table.from_batches(received), key_fields, partition_fields, hive_style)
     table = Table.open(plan.base_uri)
     writer = LocalWriter(table, plan.options)
-    writes = []
-    for partition in sorted(set(rows.column(PARTITION).to_pylist())):
-        writes += writer.split_new(partition, rows.filter(pc.equal(rows.column(PARTITION), partition)))
+    writes = [w for partition, part_rows in split_by(rows, PARTITION) for w in writer.split_new(partition, part_rows)]
     yield _write_all(writer, table, plan, writes)
 
 
@@ -321,11 +322,11 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     if plan.operation in ("upsert", "delete"):
         rows = writer.dedupe(rows)
     writes = []
-    for target in sorted(set(rows.column(TARGET).to_pylist())):
-        group = rows.filter(pc.equal(rows.column(TARGET), target)).drop_columns([TARGET])
+    for target, group in split_by(rows, TARGET):
+        group = group.drop_columns([TARGET])
         if target == NEW:
-            for partition in sorted(set(group.column(PARTITION).to_pylist())):
-                writes += writer.split_new(partition, group.filter(pc.equal(group.column(PARTITION), partition)))
+            for partition, part_rows in split_by(group, PARTITION):
+                writes += writer.split_new(partition, part_rows)
         elif plan.operation == "delete":
             writes.append(writer.merge(plan.bases[target], None, set(group.column(KEY).to_pylist())))
         else:
@@ -365,13 +366,3 @@ def _cast_to(df: DataFrame, schema: pa.Schema) -> DataFrame:
         else:
             columns.append(F.col(name))
     return df.select(*columns)
-
-
-def _data_schema(df: DataFrame, existing: pa.Schema | None, operation: str) -> pa.Schema:
-    """The table's data schema after this write: existing columns plus new ones."""
-    incoming = to_arrow_schema(df.schema)
-    if existing is None:
-        return incoming
-    if operation == "delete":
-        return existing
-    return pa.unify_schemas([existing, incoming], promote_options="permissive")
