@@ -231,22 +231,16 @@ def _spark_write(table: Table, input_path: str, operation: str, config) -> Write
     from coordinator.spark.session import local_session
     from coordinator.spark.writer import SparkWriter
 
-    spark = local_session()
-    try:
+    with local_session() as spark:
         return SparkWriter(spark, table, coordinator=config).write(read_input_frame(spark, input_path), operation)
-    finally:
-        spark.stop()
 
 
 def _spark_read(path: str, as_of: str | None, where: str | None, since: str | None, until: str | None) -> pa.Table:
     from coordinator.spark.reader import read_table
     from coordinator.spark.session import local_session
 
-    spark = local_session()
-    try:
+    with local_session() as spark:
         return read_table(spark, path, as_of=as_of, where=where, since=since, until=until).toArrow()
-    finally:
-        spark.stop()
 
 
 def _require_mdt(table: Table):

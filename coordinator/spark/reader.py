@@ -25,6 +25,7 @@ from timeline.errors import BadInputError
 from timeline.file_names import BaseFile
 from timeline.fs_view import FileSystemView
 from timeline.instant import WRITE_ACTIONS
+from timeline.reader import read_base_file
 from timeline.storage import Storage
 from timeline.table import META_COLUMNS, Table
 
@@ -144,8 +145,7 @@ def read_task(base_uri: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch
     storage = Storage(base_uri)
     for batch in batches:
         for path in batch.column(0).to_pylist():
-            with storage.open_input(path) as handle:
-                rows = pq.read_table(handle)
+            rows = read_base_file(storage, path)
             columns = [
                 rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
                 for f in schema
