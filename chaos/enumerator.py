@@ -179,7 +179,12 @@ def let_time_pass(base: str) -> None:
     """The dead process's lease and heartbeats expire, as they would once it stays dead long enough."""
     table = Table.open(base)
     table_lock(table, config()).force_release()
-    expired = time.time() - config().heartbeat_expiry_s - 10
+    expire_heartbeats(table, config().heartbeat_expiry_s)
+
+
+def expire_heartbeats(table: Table, expiry_s: float) -> None:
+    """Age every heartbeat file past `expiry_s`: what a clock would do to writers that are gone."""
+    expired = time.time() - expiry_s - 10
     folder = Path(table.storage.full(HEARTBEAT_DIR))
     for beat in folder.glob("*") if folder.exists() else []:
         os.utime(beat, (expired, expired))
@@ -217,11 +222,15 @@ def explore_state(
     state: CrashState,
     index: int,
     expected: tuple[dict, dict],
+    written_before: set[str],
     use_hudi: bool,
 ) -> StateResult:
+    """One crash state: crash a copy of the template there, check readers, recover, check everything.
+
+    `expected` is the rows before and after the action; `written_before` the template's completed writes.
+    """
     base = str(work / f"state-{index}")
     shutil.copytree(template, base)
-    written_before = _write_instants(template)
     died_after = work / f"state-{index}.mutation"
     crashed = crash_in_child(scenario, base, state, died_after)
     mode = "recover" if index % 2 == 0 else "next-write"
@@ -260,8 +269,7 @@ def _next_write_instants(base: str, mode: str) -> set[str]:
     """The instant of the recovery's own write (the newest completed write), if it made one."""
     if mode != "next-write":
         return set()
-    timeline = Table.open(base).timeline()
-    writes = [i.time for i in timeline.completed() if i.action in WRITE_ACTIONS]
+    writes = _write_instants(base)
     return {max(writes)} if writes else set()
 
 
@@ -288,6 +296,7 @@ def explore(
     result.point_hits = found.hits
     before = table_rows(template)
     after = table_rows(str(work / "probe"))
+    written_before = _write_instants(template)
     states = [CrashState.parse(label) for label in only] if only else states_of(found)
     random.Random(seed).shuffle(states)
     if sample is not None:
@@ -297,7 +306,7 @@ def explore(
         if budget_s is not None and time.monotonic() - started > budget_s:
             break
         try:
-            outcome = explore_state(scenario, template, work, state, index, (before, after), use_hudi)
+            outcome = explore_state(scenario, template, work, state, index, (before, after), written_before, use_hudi)
         except RuntimeError as err:
             result.errors.append(str(err))
             continue

@@ -31,15 +31,17 @@ from pathlib import Path
 import pyarrow as pa
 
 from chaos.checker import check_table
+from chaos.enumerator import expire_heartbeats
 from chaos.nemesis_writer import HOT_KEYS, partition_of
+from chaos.scenarios import run_service
 from chaos.servers import MotoServer, ZooKeeperServer
 from coordinator.archival import BUNDLE_PREFIX, read_bundle
 from coordinator.config import CoordinatorConfig
-from coordinator.locking import table_lock
 from coordinator.services import recover_table
+from coordinator.worker import worker_command
 from coordinator.writer import LocalWriter
 from timeline.instant import ROLLBACK, WRITE_ACTIONS
-from timeline.table import ARCHIVED_FOLDER, HEARTBEAT_DIR, Table
+from timeline.table import ARCHIVED_FOLDER, Table
 
 LOCK_SERVICES = ("file", "zookeeper", "dynamodb")
 HEARTBEAT_MS = 1000
@@ -168,20 +170,7 @@ class Fleet:
                 str(self.history),
                 settings,
             ]
-        kind = role.removeprefix("worker-")
-        sets = [a for k, v in SETTINGS.items() for a in ("--set", f"{k}={v}")]
-        return [
-            sys.executable,
-            "-m",
-            "coordinator",
-            "worker",
-            kind,
-            self.base,
-            "--lock",
-            self.uri,
-            "--interval",
-            "1",
-        ] + sets
+        return worker_command(role.removeprefix("worker-"), self.base, SETTINGS, 1, self.uri)
 
     def start(self, role: str) -> None:
         self.generation[role] = self.generation.get(role, 0) + 1
@@ -290,15 +279,8 @@ def _config(service: LockService) -> CoordinatorConfig:
 def _recover(table: Table, service: LockService) -> None:
     """Everyone is stopped: their heartbeats may be taken as expired; then `tandem recover`."""
     config = _config(service)
-    expired = time.time() - config.heartbeat_expiry_s - 10
-    folder = Path(table.storage.full(HEARTBEAT_DIR))
-    for beat in folder.glob("*") if folder.exists() else []:
-        os.utime(beat, (expired, expired))
-    lock = table_lock(table, config)
-    try:
-        recover_table(table, config, lock)
-    finally:
-        lock.close()
+    expire_heartbeats(table, config.heartbeat_expiry_s)
+    run_service(table.uri, recover_table, config)
 
 
 def _completed_writes(table: Table) -> tuple[set[str], int]:

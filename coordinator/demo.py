@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from coordinator.config import CoordinatorConfig
+from coordinator.worker import worker_command
 from timeline.table import Table
 
 CITIES = ["amsterdam", "berlin", "chennai", "denver", "lisbon"]
@@ -52,10 +52,10 @@ def _steps(rng: random.Random, batches: int, rows: int) -> list[tuple[str, list[
 
 def _start_worker(kind: str, base: str, logs: Path) -> tuple[subprocess.Popen, Path]:
     log = logs / f"worker-{kind}.log"
-    settings = [arg for key, value in SETTINGS.items() for arg in ("--set", f"{key}={value}")]
-    command = [sys.executable, "-m", "coordinator", "worker", kind, base, "--interval", str(WORKER_INTERVAL_S)]
     with open(log, "wb") as out:
-        proc = subprocess.Popen([*command, *settings], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            worker_command(kind, base, SETTINGS, WORKER_INTERVAL_S), stdout=out, stderr=subprocess.STDOUT
+        )
     return proc, log
 
 

@@ -7,6 +7,7 @@ current run finish, then the worker exits cleanly; every run logs one line.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,16 @@ from timeline.errors import BadInputError, TandemError
 from timeline.table import Table
 
 KINDS = ("clean", "compact")
+
+
+def worker_command(
+    kind: str, base: str, settings: dict[str, object], interval_s: float, lock_uri: str | None = None
+) -> list[str]:
+    """The command line of a worker process, for jobs that run one beside their writers (demo, nemesis)."""
+    command = [sys.executable, "-m", "coordinator", "worker", kind, base, "--interval", f"{interval_s:g}"]
+    if lock_uri is not None:
+        command += ["--lock", lock_uri]
+    return command + [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
 
 
 def _clean_once(table: Table, config: CoordinatorConfig, lock: LockProvider) -> str:
