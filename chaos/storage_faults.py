@@ -100,24 +100,17 @@ def install(plan: FaultPlan, log: MutationLog) -> None:
     def _maybe_torn(data: bytes, last: bool) -> bytes:
         return _torn_prefix(data) if last and plan.torn else data
 
-    def delete(self: Storage, rel: str) -> bool:
-        last = count("delete", rel)
-        deleted = original["delete"](self, rel)
-        if last:
-            _die()
-        return deleted
+    def whole(kind: str, target: Callable[..., str] = lambda rel: rel) -> Callable:
+        """A mutation that cannot tear (delete, delete_dir, move): it happens, then maybe the crash."""
 
-    def delete_dir(self: Storage, rel: str) -> None:
-        last = count("delete_dir", rel)
-        original["delete_dir"](self, rel)
-        if last:
-            _die()
+        def wrapper(self: Storage, *args):
+            last = count(kind, target(*args))
+            result = original[kind](self, *args)
+            if last:
+                _die()
+            return result
 
-    def move(self: Storage, src: str, dst: str) -> None:
-        last = count("move", f"{src} -> {dst}")
-        original["move"](self, src, dst)
-        if last:
-            _die()
+        return wrapper
 
     def open_output(self: Storage, rel: str):
         def finish(data: bytes) -> None:
@@ -129,12 +122,13 @@ def install(plan: FaultPlan, log: MutationLog) -> None:
 
         return _StreamedOutput(finish)
 
-    for name, wrapper in (
-        ("create_if_absent", create_if_absent),
-        ("write_bytes", write_bytes),
-        ("delete", delete),
-        ("delete_dir", delete_dir),
-        ("move", move),
-        ("open_output", open_output),
-    ):
-        setattr(Storage, name, wrapper)
+    wrappers = {
+        "create_if_absent": create_if_absent,
+        "write_bytes": write_bytes,
+        "delete": whole("delete"),
+        "delete_dir": whole("delete_dir"),
+        "move": whole("move", lambda src, dst: f"{src} -> {dst}"),
+        "open_output": open_output,
+    }
+    for name in MUTATIONS:
+        setattr(Storage, name, wrappers[name])
