@@ -8,8 +8,11 @@ file last. A crash part-way leaves the oldest instants archived and the rest
 still active and completed: readers count an instant older than the active
 timeline as archived, hence completed.
 
-Data archival stops before: the earliest pending instant; the latest completed
-MDT compaction; a replacecommit whose replaced files still exist; an instant
+Data archival stops before: the earliest pending instant, and every write
+instant that was pending when a still-pending write began (it may have
+completed after that write began, and the write's conflict check needs it:
+each write records them in its inflight file); the latest completed MDT
+compaction; a replacecommit whose replaced files still exist; an instant
 whose MDT deltacommit has no completed data instant yet; an instant with a
 leftover marker folder. MDT archival never archives an instant still on the
 data active timeline, and keeps the slices MDT clean still retains.
@@ -23,8 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chaos.crash_points import crash_point, register
+from timeline import outcome
 from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
-from timeline.instant import DELTA_COMMIT, ROLLBACK, Instant, State
+from timeline.commit_metadata import CommitMetadata
+from timeline.errors import CorruptInstantError
+from timeline.instant import DELTA_COMMIT, ROLLBACK, WRITE_ACTIONS, Instant, State
 from timeline.mdt import compaction, layout
 from timeline.table import TEMP_DIR, Table
 
@@ -82,9 +88,31 @@ def _prefix(instants: list[Instant], ok: Callable[[Instant], bool]) -> list[Inst
     return chosen
 
 
+def _watched_by_pending(timeline: ActiveTimeline) -> list[str]:
+    """Write instants that pending writes watched at their begin (recorded in their inflight files).
+
+    A pending write whose inflight file does not say (not yet written, or written
+    by an older version) keeps the whole active timeline.
+    """
+    from coordinator.transaction import WATCHED_KEY
+
+    watched = []
+    for pending in timeline.pending():
+        if pending.action not in WRITE_ACTIONS:
+            continue
+        try:
+            doc = CommitMetadata.from_json_bytes(timeline.read(pending.with_state(State.INFLIGHT)), pending.time)
+        except (FileNotFoundError, CorruptInstantError):
+            doc = None
+        if doc is None or WATCHED_KEY not in doc.extra_metadata:
+            return [timeline.earliest_time()]
+        watched += [t for t in str(doc.extra_metadata[WATCHED_KEY]).split(",") if t]
+    return watched
+
+
 def _data_boundary(table: Table, timeline: ActiveTimeline) -> str:
     """Archive only instants strictly older than this time."""
-    limits = [i.time for i in timeline.pending()[:1]]
+    limits = [i.time for i in timeline.pending()[:1]] + _watched_by_pending(timeline)
     mdt = table.metadata()
     if mdt.exists():
         mdt_timeline = mdt.timeline()
@@ -133,6 +161,8 @@ def archive_data(table: Table, min_commits: int, max_commits: int) -> list[str]:
         return []
     _sweep_rolled_back_files(timeline, [i for i in chosen if i.action == ROLLBACK])
     _move(timeline, chosen, BUNDLE_WRITTEN)
+    for instant in chosen:
+        outcome.forget(table.storage, instant.time)
     return [i.time for i in chosen]
 
 

@@ -18,7 +18,7 @@ FAILED_WRITES_POLICIES = (EAGER, LAZY)
 @dataclass(frozen=True)
 class CoordinatorConfig:
     lock_uri: str = "file"
-    failed_writes_policy: str = EAGER
+    failed_writes_policy: str = LAZY  # safe for several writers (see recovery); EAGER rolls back every pending write
     heartbeat_interval_ms: int = 60_000
     heartbeat_tolerable_misses: int = 2
     max_delta_commits: int = 10

@@ -1,20 +1,27 @@
 """Optimistic concurrency (DESIGN §2 step 3.3): does T touch a file group someone else changed?
 
-Checked under the lock at commit. T conflicts with every write instant that
-completed after T began and touched the same (partition, fileId), and with
-every pending clean plan that deletes the version of a file group T built on
-(the base file T merged into; a clean never deletes a group's latest version
+Checked under the lock at commit, and once more on a fresh read right after T
+claimed its MDT log version (the storage-side linearization point: a writer
+that claimed an earlier version had written its footprint before, so this read
+sees it). T conflicts with every write instant that completed after T began
+and touched the same (partition, fileId); with every *prepared* instant (its
+MDT deltacommit exists, its data instant is not completed and not decided as a
+rollback) that touches one of T's file groups; with an instant that completed
+after T began but was archived since (its evidence is gone: abort rather than
+complete blind); and with every pending clean plan that deletes the version of
+a file group T built on (a clean never deletes a group's latest version
 otherwise, so anything wider would abort writers for nothing).
 """
 
 from __future__ import annotations
 
-from timeline import avro_metadata
+from timeline import avro_metadata, outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
 from timeline.errors import ConflictError
 from timeline.file_names import parse_base_file
 from timeline.instant import CLEAN, REPLACE_COMMIT, WRITE_ACTIONS, Instant, State
+from timeline.mdt.table import MetadataTable
 
 
 def completed_since(timeline: ActiveTimeline, seen: frozenset[str], own: str) -> list[Instant]:
@@ -34,8 +41,32 @@ def _clean_versions(timeline: ActiveTimeline, clean: Instant) -> set[tuple[str, 
     return versions
 
 
-def check(timeline: ActiveTimeline, own: str, metadata: CommitMetadata, seen: frozenset[str]) -> None:
-    """Raise ConflictError naming the instant and file group T collides with."""
+def _prepared(timeline: ActiveTimeline, own: str, mdt: MetadataTable) -> list[tuple[str, set[tuple[str, str]] | None]]:
+    """Pending write instants with an MDT deltacommit and no rollback decision, with their footprints."""
+    mdt_timeline = mdt.timeline()
+    found = []
+    for other in timeline.pending():
+        if other.action not in WRITE_ACTIONS or other.time == own or mdt_timeline.find(other.time) is None:
+            continue
+        decided = outcome.read(timeline.storage, other.time)
+        if decided is not None and decided.is_rollback:
+            continue
+        found.append((other.time, mdt.footprint(other.time, mdt_timeline)))
+    return found
+
+
+def check(
+    timeline: ActiveTimeline,
+    own: str,
+    metadata: CommitMetadata,
+    seen: frozenset[str],
+    mdt: MetadataTable | None = None,
+    watched: frozenset[str] = frozenset(),
+) -> None:
+    """Raise ConflictError naming the instant and file group T collides with.
+
+    `watched`: write instants that were pending when T began (they may complete after it).
+    """
     mine = metadata.touched_file_groups()
     if not mine:
         return
@@ -48,6 +79,20 @@ def check(timeline: ActiveTimeline, own: str, metadata: CommitMetadata, seen: fr
                 f"instant {own} conflicts with {other.time}, which {kind} file group {file_id} "
                 f"in partition {partition!r} after {own} began"
             )
+    if mdt is not None and mdt.exists():
+        for other, footprint in _prepared(timeline, own, mdt):
+            if footprint is None or footprint & mine:
+                raise ConflictError(
+                    f"instant {own} conflicts with {other}, which is being committed on the same file groups"
+                )
+    for other in sorted(watched):
+        if timeline.find(other) is None and timeline.is_completed_or_archived(other):
+            decided = outcome.read(timeline.storage, other)
+            if decided is None or decided.is_commit:
+                raise ConflictError(
+                    f"instant {own} cannot be checked against {other}: it completed after {own} began "
+                    "and has been archived since; retry the write"
+                )
     built_on = {(s.partition_path, s.file_id, s.prev_commit) for s in metadata.write_stats() if s.prev_commit != "null"}
     for clean in timeline.pending():
         if clean.action != CLEAN:

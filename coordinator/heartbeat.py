@@ -3,11 +3,16 @@
 Under the LAZY failed-writes policy a pending instant is an orphan only when its
 heartbeat is older than interval x tolerable misses; a missing heartbeat file
 counts as expired (every writer starts its heartbeat under the lock in begin,
-before anyone else can see its instant).
+before anyone else can see its instant). The file names its writer (host, pid
+and the process's start time), so a writer known dead on this host is an
+orphan at once, without waiting for the expiry.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import threading
 import time
 
@@ -25,6 +30,31 @@ def last_beat(storage: Storage, instant: str) -> float | None:
     return storage.mtime(heartbeat_path(instant))
 
 
+def _process_start(pid: int) -> str | None:
+    """The kernel's start time of `pid` (tells a reused pid apart), None where /proc has no answer."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _identity() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _process_start(os.getpid())}
+
+
+def writer_is_gone(storage: Storage, instant: str) -> bool:
+    """True only when the heartbeat names a process on this host that no longer runs."""
+    try:
+        owner = json.loads(storage.read_bytes(heartbeat_path(instant)))
+    except (FileNotFoundError, ValueError):
+        return False
+    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname() or not owner.get("pid"):
+        return False
+    start = _process_start(int(owner["pid"]))
+    return start is None or (owner.get("start") is not None and start != owner["start"])
+
+
 def is_expired(storage: Storage, instant: str, expiry_s: float, now: float | None = None) -> bool:
     beat = last_beat(storage, instant)
     return beat is None or (now if now is not None else time.time()) - beat > expiry_s
@@ -39,6 +69,7 @@ class Heartbeat:
         self.interval_s = interval_s
         self.expiry_s = expiry_s
         self.last_success = 0.0  # monotonic time of the last successful write
+        self._owner = _identity()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -48,7 +79,8 @@ class Heartbeat:
 
     def beat(self) -> None:
         sent = time.monotonic()
-        self.storage.write_bytes(heartbeat_path(self.instant), str(int(time.time() * 1000)).encode())
+        beat = {"ms": int(time.time() * 1000), **self._owner}
+        self.storage.write_bytes(heartbeat_path(self.instant), json.dumps(beat).encode())
         self.last_success = sent
 
     def start(self) -> None:

@@ -1,7 +1,12 @@
 """Recovery: finish interrupted table services, roll back orphans in both tables, retry compactions.
 
-EAGER policy (single writer): every pending write instant is an orphan. LAZY
-(multi-writer): only pending write instants whose heartbeat expired. Pending
+A pending write instant whose commit decision stands (its writer died between
+the decision and T.commit) is rolled forward, never back. Otherwise: EAGER
+policy: every pending write instant is an orphan. LAZY (the default, safe for
+several writers): only pending write instants whose heartbeat expired or whose
+writer process is known dead (same host, pid gone), so `tandem recover` after a
+crash on this machine is immediate while a live writer elsewhere is never
+rolled back. Pending
 rollbacks (which run wholly under the lock, so a pending one was interrupted)
 are finished from their plans; pending cleans too, once their heartbeat
 expired (a live one belongs to a running clean worker). Marker folders of
@@ -18,7 +23,8 @@ from coordinator import clean as clean_service
 from coordinator import markers
 from coordinator import rollback as rollback_service
 from coordinator.config import EAGER, CoordinatorConfig
-from coordinator.heartbeat import is_expired
+from coordinator.heartbeat import is_expired, writer_is_gone
+from timeline import outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, Instant
 from timeline.mdt.maintenance import Housekeeping, housekeeping
@@ -31,6 +37,7 @@ ORPHAN_ACTIONS = {COMMIT, REPLACE_COMMIT, DELTA_COMMIT}
 class RecoveryReport:
     resumed_rollbacks: list[str] = field(default_factory=list)
     rolled_back: dict[str, str] = field(default_factory=dict)  # orphan -> rollback instant
+    rolled_forward: list[str] = field(default_factory=list)  # commit decided, T.commit written by recovery
     resumed_cleans: list[str] = field(default_factory=list)
     stray_files: list[str] = field(default_factory=list)
     timeline: ActiveTimeline | None = None  # the data timeline as recovery left it
@@ -38,13 +45,13 @@ class RecoveryReport:
 
 
 def is_orphan(table: Table, instant: Instant, config: CoordinatorConfig) -> bool:
-    if instant.action in ORPHAN_ACTIONS:
-        return config.failed_writes_policy == EAGER or is_expired(
-            table.storage, instant.time, config.heartbeat_expiry_s
-        )
-    if instant.action == CLEAN:
-        return is_expired(table.storage, instant.time, config.heartbeat_expiry_s)
-    return False
+    if instant.action not in ORPHAN_ACTIONS | {CLEAN}:
+        return False
+    if instant.action != CLEAN and config.failed_writes_policy == EAGER:
+        return True
+    return is_expired(table.storage, instant.time, config.heartbeat_expiry_s) or writer_is_gone(
+        table.storage, instant.time
+    )
 
 
 def remove_stray_markers(table: Table, timeline: ActiveTimeline, report: RecoveryReport) -> None:
@@ -79,13 +86,21 @@ def roll_back_orphans(
     if report.resumed_rollbacks:  # finished rollbacks removed their targets from the timeline
         pending = table.timeline().pending()
     for instant in pending:
-        if instant.action in ORPHAN_ACTIONS and is_orphan(table, instant, config):
-            report.rolled_back[instant.time] = rollback_service.rollback(table, instant)
+        if instant.action not in ORPHAN_ACTIONS:
+            continue
+        decided = outcome.read(table.storage, instant.time)
+        if decided is not None and decided.is_commit:
+            rollback_service.roll_forward(table, instant, decided)
+            report.rolled_forward.append(instant.time)
+        elif (decided is not None and decided.is_rollback) or is_orphan(table, instant, config):
+            rolled_back = rollback_service.rollback(table, instant)
+            if rolled_back is not None:
+                report.rolled_back[instant.time] = rolled_back
     for instant in pending:
         if instant.action == CLEAN and is_orphan(table, instant, config):
             clean_service.resume(table, instant)
             report.resumed_cleans.append(instant.time)
-    changed = report.resumed_rollbacks or report.rolled_back or report.resumed_cleans
+    changed = report.resumed_rollbacks or report.rolled_back or report.rolled_forward or report.resumed_cleans
     report.timeline = table.timeline() if changed else timeline
     remove_stray_markers(table, report.timeline, report)
     return report

@@ -1,6 +1,10 @@
 """Rolling back a failed data instant in both tables (DESIGN §4).
 
-The rollback is itself an instant R: `R.rollback.requested` holds the plan
+Before anything of T is touched, the rollback decision on T is claimed on
+storage (`timeline.outcome`); if T's writer claimed its commit first, T is
+rolled forward instead (its completed file is written from the decision), so
+a process acting on a stale view never removes a committed instant. The
+rollback is itself an instant R: `R.rollback.requested` holds the plan
 (Hudi's HoodieRollbackPlan), then the files are deleted, the instant is
 rolled back in the MDT, R's tombstones are mirrored into the MDT, T's
 instant files, markers and heartbeat are removed, and R completes. Every step
@@ -13,7 +17,7 @@ import time as clock
 
 from chaos.crash_points import crash_point, register
 from coordinator import markers
-from timeline import avro_metadata
+from timeline import avro_metadata, outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import TandemError
 from timeline.file_names import group_by_partition
@@ -56,11 +60,27 @@ def _plan(instant: Instant, paths: list[str]) -> dict:
     }
 
 
-def rollback(table: Table, target: Instant) -> str:
-    """Plan and run the rollback of pending instant `target`; returns R."""
-    timeline = table.timeline()
+def roll_forward(table: Table, target: Instant, decided: outcome.Outcome) -> None:
+    """Complete `target` from its commit decision (its writer died between the decision and T.commit)."""
+    from coordinator.transaction import complete_decided
+
+    complete_decided(table.timeline(), target, decided.payload)
+
+
+def rollback(table: Table, target: Instant) -> str | None:
+    """Plan and run the rollback of pending instant `target`; returns R (None: rolled forward or gone)."""
     if target.is_completed:
         raise TandemError(f"{target.time} is completed; recovery never rolls back a completed instant")
+    decided = outcome.claim(table.storage, target.time, outcome.ROLLBACK)
+    if decided.is_commit:
+        roll_forward(table, target, decided)
+        return None
+    timeline = table.timeline()  # read after the decision: nothing can complete T any more
+    current = timeline.find(target.time)
+    if current is None:
+        return None
+    if current.is_completed:
+        raise TandemError(f"{target.time} completed without a commit decision; refusing to roll it back")
     time = table.new_instant_time(timeline)
     plan = _plan(target, files_of(table, target.time))
     requested = timeline.create_requested(
@@ -76,10 +96,15 @@ def resume(table: Table, rollback_instant: Instant) -> None:
     started = clock.time()
     timeline = table.timeline()
     plan = timeline.avro(rollback_instant.with_state(State.REQUESTED))
+    target = plan["instantToRollback"]
+    decided = outcome.claim(table.storage, target["commitTime"], outcome.ROLLBACK)
+    if decided.is_commit:  # a plan written before decisions existed, for an instant that then committed
+        timeline.delete_instant_files(rollback_instant.time, ROLLBACK)
+        roll_forward(table, Instant(target["commitTime"], target["action"], State.INFLIGHT), decided)
+        return
     if rollback_instant.state == State.REQUESTED:
         timeline.transition_to_inflight(rollback_instant)
         crash_point(STARTED)
-    target = plan["instantToRollback"]
     paths = [p for request in plan["RollbackRequests"] or [] for p in request["filesToBeDeleted"]]
     deleted = [p for p in paths if table.storage.delete(p)]
     crash_point(FILES_DELETED)
@@ -116,11 +141,10 @@ def resume(table: Table, rollback_instant: Instant) -> None:
 
 
 def mirror_deltacommit(table: Table, timeline: ActiveTimeline, time: str, records: list[dict]) -> None:
-    """Apply MDT deltacommit `time` once: a retried action replaces a partial earlier attempt."""
+    """Apply MDT deltacommit `time` once. A retry after a partial attempt appends the same records again:
+    claimed log versions are never deleted, and applying the same tombstones twice is idempotent."""
     mdt = table.metadata()
     existing = mdt.timeline().find(time)
     if existing is not None and existing.is_completed:
         return
-    for path in mdt.logs_of(time):
-        mdt.storage.delete(path)
     mdt.apply(time, records)

@@ -23,6 +23,7 @@ from timeline.table import Table
 class CompactionReport:
     rolled_back: list[str] = field(default_factory=list)
     compacted: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)  # planned logs hold an instant not decided yet
     cleaned_files: int = 0
 
 
@@ -40,7 +41,11 @@ def compact(table: Table, config: CoordinatorConfig, lock: LockProvider, force: 
             compaction.schedule(mdt, timeline)
         pending = sorted(i.time for i in layout.pending_compactions(mdt.timeline()))
     for time in pending:
-        staged = compaction.stage(mdt, table.timeline(), time)
+        try:
+            staged = compaction.stage(mdt, table.timeline(), time)
+        except compaction.CompactionDeferred:
+            report.deferred = pending[pending.index(time) :]
+            break
         with held(lock, time):
             if compaction.publish(mdt, staged):
                 report.compacted.append(time)

@@ -21,10 +21,11 @@ from coordinator.heartbeat import Heartbeat, is_expired
 from coordinator.locking import held, table_lock
 from coordinator.recovery import roll_back_orphans
 from locks.base import LockProvider
+from timeline import outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
-from timeline.errors import LockError, TandemError
-from timeline.instant import COMMIT, Instant, State
+from timeline.errors import ConflictError, LockError, TandemError
+from timeline.instant import COMMIT, WRITE_ACTIONS, Instant, State
 from timeline.mdt import records as mdt_records
 from timeline.mdt.maintenance import housekeeping
 from timeline.mdt.reader import MetadataReader
@@ -38,11 +39,13 @@ WRITE_FILE = register("commit.write.file", "a data file written")
 COMMIT_LOCKED = register("commit.locked", "lock taken for commit, checks passed")
 COMMIT_FINALIZED = register("commit.finalize", "files not in the write stats deleted")
 COMMIT_MIRRORED = register("commit.mdt", "MDT deltacommit T completed, data instant not yet")
+COMMIT_DECIDED = register("commit.decided", "commit decision on T claimed, T.commit not yet written")
 COMMIT_COMPLETED = register("commit.complete", "T completed on the data timeline")
 COMMIT_RELEASED = register("commit.released", "lock released, heartbeat stopped")
 COMMIT_CLEANED = register("commit.cleanup", "markers of T deleted")
 
 TOKEN_KEY = "tandem.lock.token"
+WATCHED_KEY = "tandem.begin.pending"  # write instants pending at begin: archival keeps what they may complete
 LOG = logging.getLogger(__name__)
 
 
@@ -66,6 +69,7 @@ class Transaction:
         self.instant: Instant | None = None
         self.metadata = CommitMetadata(operation_type=operation)
         self.seen: frozenset[str] = frozenset()
+        self.watched: frozenset[str] = frozenset()  # write instants pending at begin
         self.begin_timeline: ActiveTimeline | None = None  # the data timeline as begin left it (T inflight)
         self.heartbeat: Heartbeat | None = None
         # Partitions the writer already saw; they never disappear, so the commit
@@ -94,6 +98,7 @@ class Transaction:
             timeline = roll_back_orphans(self.table, self.config).timeline
             crash_point(BEGIN_LOCKED)
             self.seen = timeline.completed_times()
+            self.watched = frozenset(i.time for i in timeline.pending() if i.action in WRITE_ACTIONS)
             time = self.table.new_instant_time(timeline)
             instant = Instant(time, self.action, State.REQUESTED)
             self.lock.check()
@@ -101,7 +106,8 @@ class Transaction:
             crash_point(BEGIN_REQUESTED)
             self.heartbeat = Heartbeat.from_config(self.table.storage, time, self.config)
             self.heartbeat.start()
-            inflight_doc = CommitMetadata(operation_type=self.operation, extra_metadata={TOKEN_KEY: str(token)})
+            extra = {TOKEN_KEY: str(token), WATCHED_KEY: ",".join(sorted(self.watched))}
+            inflight_doc = CommitMetadata(operation_type=self.operation, extra_metadata=extra)
             self.instant = timeline.transition_to_inflight(instant, inflight_doc.to_json_bytes())
             crash_point(BEGIN_INFLIGHT)
             self.begin_timeline = timeline
@@ -134,26 +140,37 @@ class Transaction:
             raise TandemError(f"instant {self.time}: heartbeat expired (older than {expiry:g}s); aborting")
 
     def commit(self, metadata: CommitMetadata | None = None) -> Instant:
-        """Under the lock: checks, conflict check, finalize, MDT first, then complete T."""
+        """Under the lock: checks, conflict check, finalize, MDT first, then the decision and T completed.
+
+        The lock keeps writers apart; what makes the commit safe when it was lost
+        is storage: the MDT log version T claims orders it against every other
+        writer, the conflict check is repeated on a fresh read after that claim,
+        and the commit decision is claimed with create-if-absent before T.commit.
+        """
         metadata = metadata or self.metadata
         try:
             with held(self.lock, self.time) as token:
                 timeline = self.table.timeline()
                 try:
                     self._check_still_ours(timeline)
-                    conflicts.check(timeline, self.time, metadata, self.seen)
+                    self._check_conflicts(timeline, metadata)
                 except TandemError:
                     self._undo()
                     raise
                 crash_point(COMMIT_LOCKED)
                 self.finalize(metadata)
                 metadata.extra_metadata[TOKEN_KEY] = str(token)
+                metadata.extra_metadata[WATCHED_KEY] = ",".join(sorted(self.watched))
                 self.lock.check()
                 self.mirror_to_metadata(metadata, timeline)
                 crash_point(COMMIT_MIRRORED)
+                try:
+                    self._check_conflicts(self.table.timeline(), metadata)
+                except ConflictError:
+                    self._undo()
+                    raise
                 self.lock.check()
-                done = timeline.complete(self.instant, metadata.to_json_bytes())
-                self.instant = done
+                done = self._decide_and_complete(timeline, metadata)
                 crash_point(COMMIT_COMPLETED)
                 self._archive_if_due(timeline)
         finally:
@@ -163,6 +180,22 @@ class Transaction:
         crash_point(COMMIT_CLEANED)
         self.close()
         return done
+
+    def _check_conflicts(self, timeline: ActiveTimeline, metadata: CommitMetadata) -> None:
+        conflicts.check(timeline, self.time, metadata, self.seen, self.table.metadata(), self.watched)
+
+    def _decide_and_complete(self, timeline: ActiveTimeline, metadata: CommitMetadata) -> Instant:
+        """Claim the commit decision, then create T.commit; a rollback decision that stands aborts."""
+        payload = metadata.to_json_bytes()
+        decided = outcome.claim(self.table.storage, self.time, outcome.COMMIT, payload)
+        crash_point(COMMIT_DECIDED)
+        if not decided.is_commit:
+            raise ConflictError(
+                f"instant {self.time} was rolled back by another process while this writer held no valid lock; "
+                "nothing was committed"
+            )
+        self.instant = complete_decided(timeline, self.instant, decided.payload)
+        return self.instant
 
     def _archive_if_due(self, timeline: ActiveTimeline) -> None:
         """Archival is housekeeping after T completed: it never turns a committed write into a failure.
@@ -179,7 +212,7 @@ class Transaction:
             LOG.warning("archival after %s left to the next commit: %s", self.time, err)
 
     def mirror_to_metadata(self, metadata: CommitMetadata, timeline: ActiveTimeline) -> None:
-        """Metadata first: MDT housekeeping, then MDT deltacommit T, before T completes."""
+        """Metadata first: MDT housekeeping, then MDT deltacommit T (with T's footprint), before T completes."""
         mdt = self.table.metadata()
         if not mdt.exists():
             return
@@ -187,14 +220,20 @@ class Transaction:
         known = self.known_partitions
         if known is None:
             known = set(MetadataReader(mdt, timeline).all_partitions())
-        mdt.apply(self.time, mdt_records.from_commit(metadata, known), done.mdt_timeline)
+        records = mdt_records.from_commit(metadata, known)
+        mdt.apply(self.time, records, done.mdt_timeline, metadata.touched_file_groups())
 
     # abort -----------------------------------------------------------------------------
     def _undo(self) -> None:
-        """Remove everything T wrote, in both tables (caller holds the lock); never a completed T."""
+        """Remove everything T wrote, in both tables; never a T whose commit decision stands.
+
+        The rollback decision is claimed first, so a concurrent committer of T (this
+        process cannot be one, but a roll-forward can) and this undo never both win.
+        """
         timeline = self.table.timeline()
-        current = timeline.find(self.time)
-        if current is not None and current.is_completed:
+        decided = outcome.claim(self.table.storage, self.time, outcome.ROLLBACK)
+        if decided.is_commit:
+            self.instant = complete_decided(timeline, self.instant, decided.payload)
             return
         # What this process wrote, too: a rollback by another process (this one was
         # paused past its heartbeat) deletes the markers, then a file may still land.
@@ -202,7 +241,7 @@ class Transaction:
         for path in sorted(set(self.marked_files()) | written):
             self.table.storage.delete(path)
         mdt = self.table.metadata()
-        if mdt.exists() and mdt.timeline().find(self.time) is not None:
+        if mdt.exists():
             mdt.rollback(self.time, timeline)
         self.table.storage.delete_dir(markers.marker_dir(self.time))
         timeline.delete_instant_files(self.time, self.action)
@@ -222,10 +261,19 @@ class Transaction:
             with held(self.lock, self.time):
                 self._undo()
         except LockError:
-            pass
+            # No lock: still decide, on storage, that T will never commit, so no
+            # writer waits on it; recovery removes its files later.
+            outcome.claim(self.table.storage, self.time, outcome.ROLLBACK)
         finally:
             self._stop_heartbeat()
             self.close()
+
+    def _rolled_back_by_another(self) -> bool:
+        """Before our own abort: did another process decide T's rollback (and remove files under us)?"""
+        if self.instant is None or self.undone:
+            return False
+        decided = outcome.read(self.table.storage, self.time)
+        return decided is not None and decided.is_rollback
 
     def _stop_heartbeat(self) -> None:
         if self.heartbeat is not None:
@@ -249,9 +297,28 @@ class Transaction:
                 self.abort()
                 raise
         elif issubclass(exc_type, Exception):
+            by_another = not issubclass(exc_type, TandemError) and self._rolled_back_by_another()
             self.abort()
+            if by_another:
+                raise ConflictError(
+                    f"instant {self.time} was rolled back by another process while it was writing ({exc}); "
+                    "nothing was committed"
+                ) from exc
         else:  # a simulated crash: the process is "gone", so its heartbeat stops and its files stay
             if self.heartbeat is not None:
                 self.heartbeat.stop(delete=False)
                 self.heartbeat = None
             self.close()
+
+
+def complete_decided(timeline: ActiveTimeline, instant: Instant, payload: bytes) -> Instant:
+    """Create `instant`'s completed file for a commit decision; a roll-forward may have done it already."""
+    done = instant.with_state(State.COMPLETED)
+    if timeline.storage.exists(timeline.path(done)):
+        return done
+    try:
+        return timeline.complete(instant, payload)
+    except TandemError:
+        if timeline.storage.exists(timeline.path(done)):
+            return done
+        raise

@@ -157,8 +157,8 @@ def test_lazy_keeps_live_writers_and_rolls_back_expired_ones(table):
     assert timeline.find(live.time) is not None, "a live writer must not be rolled back under LAZY"
     assert timeline.find(dead.time) is None, "an expired writer is rolled back under LAZY"
     live.commit()
-    eager = LocalWriter(table)  # EAGER: every pending write is an orphan
-    stuck = Transaction(table)
+    eager = LocalWriter(table, coordinator=CoordinatorConfig(failed_writes_policy="EAGER"))
+    stuck = Transaction(table, config=eager.coordinator)
     stuck.begin()
     stuck.heartbeat.stop(delete=False)
     eager.write(rows([8], 1), "insert")
@@ -272,7 +272,7 @@ def test_archival_deletes_a_file_that_landed_after_its_rollback(table):
     """Once a rollback is archived its target counts as archived-completed; a late file must not survive it."""
     from coordinator.archival import archive
 
-    config = CoordinatorConfig(auto_archive=False, max_delta_commits=2)
+    config = CoordinatorConfig(auto_archive=False, max_delta_commits=2, failed_writes_policy="EAGER")
     writer = LocalWriter(table, coordinator=config)
     with pytest.raises(SimulatedCrash), simulate("commit.write.marker"):
         writer.write(rows([9], 9), "insert")

@@ -56,6 +56,9 @@ SERVICE_CRASHES = [
 ]
 
 
+SINGLE_WRITER = CoordinatorConfig(failed_writes_policy="EAGER")  # in-process crashes: the "dead" writer's pid lives
+
+
 def rows(ids: list[int], version: int) -> pa.Table:
     return pa.table({"id": ids, "city": [CITIES[i % 3] for i in ids], "v": [version] * len(ids)})
 
@@ -94,7 +97,7 @@ op = st.one_of(
 @given(st.lists(op, min_size=1, max_size=7), st.randoms(use_true_random=False))
 def test_any_sequence_keeps_mdt_equal_to_storage(tmp_path_factory, ops, rnd):
     table = Table.create(str(tmp_path_factory.mktemp("seq") / "t"), "t", ["id"], ["city"], hive_style=True)
-    config = CoordinatorConfig(max_delta_commits=3)
+    config = CoordinatorConfig(max_delta_commits=3, failed_writes_policy="EAGER")
     writer = LocalWriter(table, coordinator=config)
     model: dict[int, int] = {}
     next_id = 0
@@ -121,7 +124,7 @@ def test_any_sequence_keeps_mdt_equal_to_storage(tmp_path_factory, ops, rnd):
             model = {k: v for k, v in model.items() if CITIES[k % 3] != arg}
             model.update(dict.fromkeys(ids, version))
         elif kind == "clean":
-            clean(table, CoordinatorConfig(clean_policy=arg, commits_retained=1, max_delta_commits=3))
+            clean(table, CoordinatorConfig(clean_policy=arg, commits_retained=1, max_delta_commits=3, failed_writes_policy="EAGER"))
         elif kind == "crash":
             ids = list(range(next_id, next_id + 2))
             next_id += 2
@@ -144,7 +147,7 @@ def _crash_a_service(table: Table, writer: LocalWriter, point: str, version: int
     try:
         with simulate(point):
             if point.startswith("clean."):
-                clean(table, CoordinatorConfig(clean_policy="KEEP_LATEST_FILE_VERSIONS"))
+                clean(table, CoordinatorConfig(clean_policy="KEEP_LATEST_FILE_VERSIONS", failed_writes_policy="EAGER"))
             elif point.startswith("mdt.compaction."):
                 mdt = table.metadata()
                 scheduled = compaction.schedule(mdt, table.timeline())
@@ -213,7 +216,7 @@ def test_killed_compaction_is_retried_by_the_next_write(tmp_path, point):
 
 def test_compaction_and_mdt_clean_keep_reads_correct(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"])
-    writer = LocalWriter(table, coordinator=CoordinatorConfig(max_delta_commits=2))
+    writer = LocalWriter(table, coordinator=CoordinatorConfig(max_delta_commits=2, failed_writes_policy="EAGER"))
     for i in range(14):
         writer.write(rows([i, i + 100], i), "upsert")
     mdt = table.metadata()
@@ -225,7 +228,7 @@ def test_compaction_and_mdt_clean_keep_reads_correct(tmp_path):
 
 def test_a_writer_never_appends_to_a_sealed_slice(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"])
-    writer = LocalWriter(table)
+    writer = LocalWriter(table, coordinator=SINGLE_WRITER)
     writer.write(rows([1], 1), "insert")
     mdt = table.metadata()
     # A stale writer claimed version 2 of the slice just before the seal.
@@ -245,7 +248,7 @@ def test_a_writer_never_appends_to_a_sealed_slice(tmp_path):
 
 def test_many_partitions_in_one_read(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], hive_style=True)
-    LocalWriter(table).write(rows(list(range(9)), 1), "insert")
+    LocalWriter(table, coordinator=SINGLE_WRITER).write(rows(list(range(9)), 1), "insert")
     reader = MetadataReader(table.metadata(), table.timeline())
     before = reader.mdt.read_log
     calls = []
@@ -258,7 +261,7 @@ def test_many_partitions_in_one_read(tmp_path):
 
 def test_corrupt_log_block_is_skipped_and_reported(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"])
-    writer = LocalWriter(table)
+    writer = LocalWriter(table, coordinator=SINGLE_WRITER)
     writer.write(rows([1], 1), "insert")
     writer.write(rows([2], 2), "insert")
     mdt = table.metadata()

@@ -4,10 +4,15 @@ Schedule: seal the current slice by claiming its next log version with a seal
 block (create-if-absent), then write the plan `C.compaction.requested` listing
 the logs below the seal. A writer with a stale view either loses the race for
 that version or sees the seal, so no log can land in a slice after its plan.
-Execute: merge base + valid blocks of the planned logs into a staged file
-(outside the lock when a worker runs it), then under the lock move it to base
-file C (deleting a partial one first) and complete `C.commit`. A pending
-compaction is retried with the same instant, never abandoned.
+Execute: merge base + the blocks of *decided-committed* instants of the
+planned logs into a staged file (outside the lock when a worker runs it), then
+under the lock publish it as base file C with create-if-absent and complete
+`C.commit`. A block whose instant is still undecided (prepared by a writer
+that claimed its log version before the seal) defers the compaction: merging
+it would be a guess either way. Decisions are final, so every attempt of one
+plan builds the same base, and an attempt never deletes a base another
+published. A pending compaction is retried with the same instant, never
+abandoned.
 """
 
 from __future__ import annotations
@@ -17,14 +22,14 @@ import uuid
 from dataclasses import dataclass
 
 from chaos.crash_points import crash_point, register
-from timeline import avro_metadata
+from timeline import avro_metadata, outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.errors import TandemError
 from timeline.instant import CLEAN, COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.mdt import layout
 from timeline.mdt import records as rec
-from timeline.mdt.log import DATA, SEAL, LogBlock, encode_log
+from timeline.mdt.log import DATA, SEAL, LogBlock, encode_log, rolled_back_targets
 from timeline.mdt.reader import MetadataReader, base_records
 from timeline.mdt.table import MetadataTable
 
@@ -35,6 +40,11 @@ BASE_WRITTEN = register("mdt.compaction.base", "base file of C written")
 COMPLETED = register("mdt.compaction.complete", "C completed on the MDT timeline")
 CLEAN_PLANNED = register("mdt.clean.planned", "MDT clean plan written")
 CLEAN_DELETED = register("mdt.clean.deleted", "old MDT slices deleted")
+
+
+class CompactionDeferred(TandemError):
+    """A planned log holds a block of an instant that is neither committed nor rolled back yet."""
+
 
 DEFAULT_MAX_DELTA_COMMITS = 10
 DEFAULT_SLICES_RETAINED = 3
@@ -161,8 +171,9 @@ def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
         timeline.transition_to_inflight(instant)
         crash_point(STARTED)
     target = layout.base_path(staged.time)
-    mdt.storage.delete(target)  # a partial base file of a crashed attempt
-    mdt.storage.move(staged.path, target)
+    if not mdt.storage.exists(target):
+        mdt.storage.create_if_absent(target, mdt.storage.read_bytes(staged.path))
+    mdt.storage.delete(staged.path)
     crash_point(BASE_WRITTEN)
     meta = CommitMetadata(operation_type="COMPACT", compacted=True)
     meta.add(
@@ -189,18 +200,41 @@ def execute(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> Non
         publish(mdt, stage(mdt, data_timeline, time))
 
 
+def is_committed(mdt: MetadataTable, reader: MetadataReader, time: str) -> bool:
+    """Whether the blocks of `time` belong in a compacted base; CompactionDeferred while undecided.
+
+    Completed on the data timeline, or a completed MDT-only action: yes. Otherwise the
+    instant's decision record answers. Without one: still on the data timeline means
+    undecided; older than it (archived) means committed; gone from it means rolled back;
+    newer than this view of the timeline means undecided.
+    """
+    data_timeline = reader.data_timeline
+    if time in data_timeline.completed_times() or time in reader.completed_mdt_only:
+        return True
+    decided = outcome.read(mdt.data_storage, time)
+    if decided is not None:
+        return decided.is_commit
+    if data_timeline.find(time) is None:
+        if data_timeline.is_completed_or_archived(time):
+            return True
+        if time <= data_timeline.last_time():
+            return False
+    raise CompactionDeferred(f"metadata compaction waits for instant {time}, which is not decided yet")
+
+
 def _merge_planned(mdt: MetadataTable, data_timeline: ActiveTimeline, plan: dict) -> dict[str, dict]:
     reader = MetadataReader(mdt, data_timeline)
     records: dict[str, dict] = {}
     if plan.get("base_file"):
         base = mdt.read_base(plan["base_file"])
         records = base_records(base, base.column("key").to_pylist())
-    for path in plan["log_files"]:
-        for block in mdt.read_log(path).blocks:
-            if block.block_type != DATA or not reader.is_valid(block.instant):
-                continue
-            for record in block.records:
-                records[record["key"]] = rec.merge(records.get(record["key"]), record)
+    blocks = [block for path in plan["log_files"] for block in mdt.read_log(path).blocks]
+    rolled_back = rolled_back_targets(blocks)
+    for block in blocks:
+        if block.block_type != DATA or block.instant in rolled_back or not is_committed(mdt, reader, block.instant):
+            continue
+        for record in block.records:
+            records[record["key"]] = rec.merge(records.get(record["key"]), record)
     return records
 
 
@@ -212,7 +246,10 @@ def run_pending(
         mdt_timeline = None
     done = []
     for instant in sorted(layout.pending_compactions(mdt_timeline or mdt.timeline())):
-        execute(mdt, data_timeline, instant.time)
+        try:
+            execute(mdt, data_timeline, instant.time)
+        except CompactionDeferred:
+            break  # later compactions build on this one
         done.append(instant.time)
     return done
 

@@ -45,6 +45,11 @@ class DecodedLog:
     corrupt: list[str]
 
 
+def rolled_back_targets(blocks: list[LogBlock]) -> set[str]:
+    """Instants named by rollback-command blocks: their data blocks never count."""
+    return {b.attributes["target"] for b in blocks if b.block_type == ROLLBACK_COMMAND and "target" in b.attributes}
+
+
 def _payload(block: LogBlock) -> bytes:
     if block.block_type == DATA:
         buf = io.BytesIO()

@@ -26,14 +26,16 @@ def failed_writes(
 ) -> list[str]:
     """MDT deltacommits whose data instant is neither completed, pending nor archived (its writer failed).
 
-    Older than the data timeline's earliest instant means archived, so completed (DESIGN §3, §6).
+    Older than the data timeline's earliest instant means archived, so completed (DESIGN §3, §6). Newer
+    than its latest instant means this view is older than that instant, so nothing can be said of it.
+    The rollback itself is fenced by the instant's outcome record (`MetadataTable.rollback`).
     """
     alive = {i.time for i in data_timeline.instants}
-    earliest = data_timeline.earliest_time()
+    earliest, latest = data_timeline.earliest_time(), data_timeline.last_time()
     return sorted(
         i.time
         for i in (mdt_timeline or mdt.timeline()).instants
-        if i.action == DELTA_COMMIT and i.time not in alive and i.time != keep and i.time >= earliest
+        if i.action == DELTA_COMMIT and i.time not in alive and i.time != keep and earliest <= i.time <= latest
     )
 
 
@@ -67,7 +69,10 @@ def housekeeping(
     if compaction.deltacommits_since_last_compaction(mdt_timeline) >= max_delta_commits:
         scheduled = compaction.schedule(mdt, data_timeline)
         if scheduled and inline_compaction:
-            compaction.execute(mdt, data_timeline, scheduled)
+            try:
+                compaction.execute(mdt, data_timeline, scheduled)
+            except compaction.CompactionDeferred:
+                return done
             done.compacted.append(scheduled)
             done.cleaned_files = len(compaction.clean(mdt, data_timeline))
         return done

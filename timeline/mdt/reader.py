@@ -3,7 +3,8 @@
 The latest completed slice is merged with the logs of any pending compaction's
 new slice. Only blocks of valid instants count: completed on the data
 timeline, MDT-only actions completed on the MDT timeline, or instants older
-than the active data timeline (archived). The resulting files are filtered
+than the active data timeline (archived) — and never an instant a
+rollback-command block names (an MDT rollback leaves the claimed log in place). The resulting files are filtered
 once more by the data timeline. The base file stays columnar; only keys that
 logs touch are merged in Python.
 """
@@ -19,7 +20,7 @@ from timeline.active_timeline import ActiveTimeline
 from timeline.instant import CLEAN, COMPACTION, ROLLBACK
 from timeline.mdt import layout
 from timeline.mdt import records as rec
-from timeline.mdt.log import DATA
+from timeline.mdt.log import DATA, LogBlock, rolled_back_targets
 from timeline.mdt.table import MetadataTable
 from timeline.metrics import LOOKUP_FILES, LOOKUP_PARTITIONS, METRICS, SCAN
 
@@ -42,8 +43,10 @@ class MetadataReader:
         self.mdt = mdt
         self.data_timeline = data_timeline
         self.mdt_timeline = mdt.timeline()
-        completed_mdt_only = {i.time for i in self.mdt_timeline.instants if i.is_completed and i.action in MDT_ONLY}
-        self._valid_times = data_timeline.completed_times() | completed_mdt_only
+        self.completed_mdt_only = frozenset(
+            i.time for i in self.mdt_timeline.instants if i.is_completed and i.action in MDT_ONLY
+        )
+        self._valid_times = data_timeline.completed_times() | self.completed_mdt_only
 
     def is_valid(self, time: str) -> bool:
         return time in self._valid_times or self.data_timeline.is_completed_or_archived(time)
@@ -69,15 +72,18 @@ class MetadataReader:
             wanted = set(keys) if keys is not None else None
             view = MergedView(base)
             touched: dict[str, list[dict]] = {}
+            blocks: list[LogBlock] = []
             for path in logs:
                 decoded = self.mdt.read_log(path)
                 view.corrupt += decoded.corrupt
-                for block in decoded.blocks:
-                    if block.block_type != DATA or not self.is_valid(block.instant):
-                        continue
-                    for record in block.records:
-                        if wanted is None or record["key"] in wanted:
-                            touched.setdefault(record["key"], []).append(record)
+                blocks += decoded.blocks
+            rolled_back = rolled_back_targets(blocks)
+            for block in blocks:
+                if block.block_type != DATA or block.instant in rolled_back or not self.is_valid(block.instant):
+                    continue
+                for record in block.records:
+                    if wanted is None or record["key"] in wanted:
+                        touched.setdefault(record["key"], []).append(record)
             base_rows = base_records(base, list(touched)) if touched else {}
             for key, updates in touched.items():
                 merged = base_rows.get(key)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from chaos.crash_points import crash_point, register
-from timeline import avro_metadata, properties
+from timeline import avro_metadata, outcome, properties
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.errors import ConflictError, TandemError
 from timeline.instant import CLOCK, DELTA_COMMIT, ROLLBACK, Instant, State
 from timeline.mdt import layout
-from timeline.mdt.log import DATA, SEAL, DecodedLog, LogBlock, decode_log, encode_log
+from timeline.mdt.log import DATA, ROLLBACK_COMMAND, SEAL, DecodedLog, LogBlock, decode_log, encode_log
 from timeline.metrics import METRICS, SYNC
 from timeline.storage import Storage
 
@@ -20,7 +22,7 @@ DELTA_REQUESTED = register("mdt.deltacommit.requested", "MDT T.deltacommit.reque
 DELTA_INFLIGHT = register("mdt.deltacommit.inflight", "MDT T.deltacommit.inflight written")
 DELTA_LOG = register("mdt.deltacommit.log", "MDT log file of T written")
 DELTA_COMPLETE = register("mdt.deltacommit.complete", "MDT T.deltacommit completed")
-ROLLBACK_LOGS = register("mdt.rollback.logs", "MDT log files of the rolled-back instant deleted")
+ROLLBACK_LOGS = register("mdt.rollback.logs", "rollback-command block naming the rolled-back instant appended")
 ROLLBACK_INSTANT = register("mdt.rollback.instant", "MDT instant files of the rolled-back instant deleted")
 
 BASE_SCHEMA = pa.schema(
@@ -109,12 +111,20 @@ class MetadataTable:
         return CLOCK.next_after(data_timeline.last_time(), self.timeline().last_time())
 
     # deltacommits -------------------------------------------------------------------
-    def apply(self, time: str, records: list[dict], timeline: ActiveTimeline | None = None) -> str:
+    def apply(
+        self,
+        time: str,
+        records: list[dict],
+        timeline: ActiveTimeline | None = None,
+        footprint: set[tuple[str, str]] | None = None,
+    ) -> str:
         """MDT deltacommit `time`: requested -> inflight -> one new log file -> completed.
 
         The log file claims the next version of the current slice with
         create-if-absent; losing that race means another writer believes it holds
-        the lock too, and this commit aborts.
+        the lock too, and this commit aborts. The inflight file carries the data
+        instant's footprint (the file groups it touches), so a writer that claims
+        a later version can see what this one is about to commit.
         """
         with METRICS.timed(SYNC):
             timeline = timeline or self.timeline()
@@ -125,7 +135,7 @@ class MetadataTable:
             if existing is None:
                 timeline.create_requested(instant)
                 crash_point(DELTA_REQUESTED)
-            timeline.transition_to_inflight(instant)
+            timeline.transition_to_inflight(instant, encode_footprint(footprint or set()))
             crash_point(DELTA_INFLIGHT)
             base_instant = layout.writer_slice(timeline)
             current = self.slices().get(base_instant)
@@ -154,32 +164,52 @@ class MetadataTable:
             crash_point(DELTA_COMPLETE)
             return path
 
-    def logs_of(self, time: str) -> list[str]:
-        """Log files holding blocks of instant `time` (found by reading block headers)."""
-        found = []
-        for s in self.slices().values():
-            for path in s.log_paths():
-                if any(b.instant == time for b in self.read_log(path).blocks):
-                    found.append(path)
-        return found
+    def footprint(self, time: str, timeline: ActiveTimeline) -> set[tuple[str, str]] | None:
+        """File groups data instant `time` declared in its MDT inflight file; None if unknown."""
+        instant = timeline.find(time)
+        if instant is None or instant.action != DELTA_COMMIT:
+            return None
+        try:
+            doc = json.loads(timeline.read(instant.with_state(State.INFLIGHT)) or b"null")
+        except (FileNotFoundError, ValueError):
+            return None
+        if not isinstance(doc, dict) or not isinstance(doc.get("touched"), list):
+            return None
+        return {(str(p), str(f)) for p, f in doc["touched"]}
+
+    def append_block(self, block: LogBlock) -> str:
+        """Append `block` as a new log version of the writer slice (any free version will do)."""
+        base_instant = layout.writer_slice(self.timeline())
+        current = self.slices().get(base_instant)
+        version = (current.max_version if current else 0) + 1
+        data = encode_log([block])
+        while not self.storage.create_if_absent(layout.log_path(base_instant, version), data):
+            version += 1
+        return layout.log_path(base_instant, version)
 
     def rollback(self, time: str, data_timeline: ActiveTimeline) -> bool:
-        """Undo MDT deltacommit `time`: its log files, then its instant files, then record it.
+        """Undo MDT deltacommit `time` without touching the log chain.
 
-        Idempotent: a crash anywhere is finished by calling it again, or, once the
-        record is requested, by `finish_rollbacks`. Returns False when the MDT
-        holds nothing of `time`.
+        First the decision on data instant `time` is claimed as a rollback: if a
+        commit decision stands instead, nothing is undone (a stale caller's view
+        must never cost a committed instant). Claimed log versions are never
+        deleted (a hole would let a writer with a stale view claim that version
+        again); a rollback-command block naming `time` makes readers and
+        compaction ignore its blocks. Then `time`'s MDT instant files go and an
+        MDT rollback instant records it. Idempotent. Returns False when nothing
+        was rolled back.
         """
         timeline = self.timeline()
-        logs = self.logs_of(time)
-        if timeline.find(time) is None and not logs:
+        if timeline.find(time) is None:
             return False
-        self._undo(timeline, time, logs)
+        if not outcome.claim(self.data_storage, time, outcome.ROLLBACK).is_rollback:
+            return False
         info = {"commitTime": time, "action": DELTA_COMMIT}
         plan = {"instantToRollback": info, "RollbackRequests": [], "version": 1}
         record = Instant(self.next_instant(data_timeline), ROLLBACK, State.REQUESTED)
         timeline.create_requested(record, avro_metadata.encode("HoodieRollbackPlan", plan))
-        self._complete_rollback(timeline, record, time, len(logs))
+        self._undo(timeline, record.time, time)
+        self._complete_rollback(timeline, record, time)
         return True
 
     def finish_rollbacks(self, timeline: ActiveTimeline) -> list[str]:
@@ -188,27 +218,29 @@ class MetadataTable:
         for record in timeline.pending():
             if record.action == ROLLBACK:
                 time = timeline.avro(record.with_state(State.REQUESTED))["instantToRollback"]["commitTime"]
-                logs = self.logs_of(time)
-                self._undo(timeline, time, logs)
-                self._complete_rollback(timeline, record, time, len(logs))
+                self._undo(timeline, record.time, time)
+                self._complete_rollback(timeline, record, time)
                 finished.append(record.time)
         return finished
 
-    def _undo(self, timeline: ActiveTimeline, time: str, logs: list[str]) -> None:
-        for path in logs:
-            self.storage.delete(path)
+    def _undo(self, timeline: ActiveTimeline, record_time: str, time: str) -> None:
+        self.append_block(LogBlock(record_time, ROLLBACK_COMMAND, [], {"target": time}))
         crash_point(ROLLBACK_LOGS)
         timeline.delete_instant_files(time, DELTA_COMMIT)
         crash_point(ROLLBACK_INSTANT)
 
-    def _complete_rollback(self, timeline: ActiveTimeline, record: Instant, time: str, deleted: int) -> None:
+    def _complete_rollback(self, timeline: ActiveTimeline, record: Instant, time: str) -> None:
         done = {
             "startRollbackTime": record.time,
             "timeTakenInMillis": 0,
-            "totalFilesDeleted": deleted,
+            "totalFilesDeleted": 0,
             "commitsRollback": [time],
             "partitionMetadata": {},
             "version": 1,
             "instantsRollback": [{"commitTime": time, "action": DELTA_COMMIT}],
         }
         timeline.complete(record, avro_metadata.encode("HoodieRollbackMetadata", done))
+
+
+def encode_footprint(touched: set[tuple[str, str]]) -> bytes:
+    return json.dumps({"touched": sorted([p, f] for p, f in touched)}).encode()
