@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from functools import partial
@@ -21,6 +24,7 @@ from coordinator.input_files import read_input
 from coordinator.writer import OPERATIONS, LocalWriter, WriteResult
 from timeline.errors import BadInputError, LockError, TandemError
 from timeline.instant import parse_instant_time
+from timeline.mdt.health import MetadataFallbackWarning, repair_hint
 from timeline.mdt.reader import MetadataReader
 from timeline.reader import read_view
 from timeline.table import META_COLUMNS, Table
@@ -83,6 +87,25 @@ def clean_options(command):
 def _config(lock_uri: str | None, settings: tuple[str, ...]) -> CoordinatorConfig:
     config = CoordinatorConfig.from_hudi(parse_settings(settings))
     return replace(config, lock_uri=lock_uri) if lock_uri else config
+
+
+@contextmanager
+def _fallback_warning_on_stderr() -> Iterator[None]:
+    """A read that lists storage because the metadata table is unhealthy says so: one stderr line, once."""
+    shown: set[str] = set()
+    other = warnings.showwarning
+
+    def show(message, category, *args, **kwargs) -> None:
+        if not issubclass(category, MetadataFallbackWarning):
+            other(message, category, *args, **kwargs)
+        elif str(message) not in shown:
+            shown.add(str(message))
+            click.echo(f"warning: {message}", err=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", MetadataFallbackWarning)
+        warnings.showwarning = show
+        yield
 
 
 @click.group()
@@ -161,12 +184,13 @@ def read(
     """Read the latest snapshot, a snapshot as of an instant, or (spark) the changes between instants."""
     table = Table.open(path)
     as_of, since, until = (_check_instant(t) for t in (as_of, since, until))
-    if engine == "spark":
-        rows = _spark_read(path, as_of, where, since, until)
-    elif where or since or until:
-        raise BadInputError("--where, --since and --until need --engine spark")
-    else:
-        rows = read_view(table, table.view(as_of))
+    with _fallback_warning_on_stderr():
+        if engine == "spark":
+            rows = _spark_read(path, as_of, where, since, until)
+        elif where or since or until:
+            raise BadInputError("--where, --since and --until need --engine spark")
+        else:
+            rows = read_view(table, table.view(as_of))
     if output:
         if not output.endswith(".parquet"):
             raise BadInputError(f"--output {output} must end in .parquet")
@@ -210,17 +234,18 @@ def timeline(path: str, of_metadata: bool, as_json: bool):
     "--source",
     type=click.Choice(["metadata", "storage"]),
     default=None,
-    help="Where the listing comes from (default: the metadata table if the table has one).",
+    help="Where the listing comes from (default: the metadata table if the table has a healthy one).",
 )
 @click.option("--json", "as_json", is_flag=True)
 def ls(path: str, partition: str | None, source: str | None, as_json: bool):
     """Latest base files of the table, filtered by the timeline."""
     table = Table.open(path)
-    source = source or ("metadata" if table.metadata().exists() else "storage")
-    files = table.view(source=source).latest_base_files(partition)
+    with _fallback_warning_on_stderr():
+        view = table.view(source=source or "auto")
+    files = view.latest_base_files(partition)
     doc = [{"partition": f.partition, "file": f.name, "size": f.size, "instant": f.instant} for f in files]
     if as_json:
-        _emit_json({"source": source, "files": doc})
+        _emit_json({"source": view.source, "fallback_reason": view.fallback_reason, "files": doc})
         return
     for item in doc:
         click.echo(f"{item['partition'] or '.'}\t{item['file']}\t{item['size']}")
@@ -245,6 +270,10 @@ def _spark_read(path: str, as_of: str | None, where: str | None, since: str | No
 
 def _require_mdt(table: Table):
     mdt = table.metadata()
+    if not mdt.exists() and table.has_metadata_table():
+        raise BadInputError(
+            f"{table.uri} records a metadata table but its properties file is missing; {repair_hint(table.uri)}"
+        )
     if not mdt.exists():
         raise BadInputError(f"{table.uri} has no metadata table (`tandem metadata create` builds one)")
     return mdt
@@ -271,10 +300,29 @@ def metadata_create(path: str):
 @metadata.command(name="delete")
 @click.argument("path")
 def metadata_delete(path: str):
-    """Delete the metadata table (readers fall back to listing storage)."""
+    """Delete the metadata table and its record (readers list storage)."""
     table = Table.open(path)
-    _require_mdt(table).delete()
+    table.delete_metadata_table()
     click.echo(f"deleted the metadata table of {table.config.name}")
+
+
+@metadata.command(name="repair")
+@click.argument("path")
+@coordinator_options
+def metadata_repair(path: str, lock_uri: str | None, settings: tuple):
+    """Rebuild the metadata table from the storage listing, under the table's lock."""
+    time = _run_locked(path, _config(lock_uri, settings), _repair_metadata)
+    table = Table.open(path)
+    partitions = MetadataReader(table.metadata(), table.timeline()).all_partitions()
+    click.echo(f"rebuilt the metadata table at {time}: {len(partitions)} partition(s)")
+
+
+def _repair_metadata(table: Table, config: CoordinatorConfig, lock) -> str:
+    from coordinator.locking import held
+    from timeline.mdt.bootstrap import repair
+
+    with held(lock):
+        return repair(table.metadata(), table.config.name, table.timeline())
 
 
 @metadata.command(name="stats")
@@ -364,6 +412,7 @@ def metadata_validate(path: str, as_json: bool):
             "partitions_missing",
             "partitions_extra",
             "corrupt_blocks",
+            "unhealthy",
         ):
             for item in doc[key]:
                 click.echo(f"  {key}: {item}")

@@ -27,6 +27,8 @@ from coordinator.heartbeat import is_expired, writer_is_gone
 from timeline import outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, Instant
+from timeline.mdt.compaction import plan_orphan_seal
+from timeline.mdt.health import check_writable
 from timeline.mdt.maintenance import Housekeeping, housekeeping
 from timeline.table import TEMP_DIR, Table
 
@@ -77,6 +79,9 @@ def roll_back_orphans(
     """
     config = config or CoordinatorConfig()
     report = report or RecoveryReport()
+    mdt = table.metadata()
+    if mdt.exists():  # a seal whose plan a crash never wrote would refuse every MDT write below
+        plan_orphan_seal(mdt)
     timeline = table.timeline()
     pending = timeline.pending()
     for instant in pending:
@@ -112,5 +117,7 @@ def recover(table: Table, config: CoordinatorConfig | None = None) -> RecoveryRe
     report = roll_back_orphans(table, config)
     mdt = table.metadata()
     if mdt.exists():
-        report.metadata = housekeeping(mdt, table.timeline(), config.max_delta_commits)
+        timeline = table.timeline()
+        check_writable(table, timeline)  # housekeeping may compact: never over a damaged MDT
+        report.metadata = housekeeping(mdt, timeline, config.max_delta_commits)
     return report

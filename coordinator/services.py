@@ -15,6 +15,7 @@ from coordinator.recovery import RecoveryReport, recover
 from locks.base import LockProvider
 from timeline.errors import BadInputError
 from timeline.mdt import compaction, layout
+from timeline.mdt.health import check_writable
 from timeline.mdt.maintenance import roll_back_failed_writes
 from timeline.table import Table
 
@@ -35,6 +36,7 @@ def compact(table: Table, config: CoordinatorConfig, lock: LockProvider, force: 
     report = CompactionReport()
     with held(lock):
         timeline = table.timeline()
+        check_writable(table, timeline)  # compacting a damaged MDT would bake the damage into a base file
         report.rolled_back = roll_back_failed_writes(mdt, timeline)
         compaction.plan_orphan_seal(mdt)
         if force or compaction.is_due(mdt, config.max_delta_commits):

@@ -27,6 +27,7 @@ from timeline.commit_metadata import CommitMetadata
 from timeline.errors import ConflictError, LockError, TandemError
 from timeline.instant import COMMIT, WRITE_ACTIONS, Instant, State
 from timeline.mdt import records as mdt_records
+from timeline.mdt.health import check_writable
 from timeline.mdt.maintenance import housekeeping
 from timeline.mdt.reader import MetadataReader
 from timeline.table import Table
@@ -96,6 +97,7 @@ class Transaction:
     def _begin(self) -> str:
         with held(self.lock) as token:
             timeline = roll_back_orphans(self.table, self.config).timeline
+            check_writable(self.table, timeline)
             crash_point(BEGIN_LOCKED)
             self.seen = timeline.completed_times()
             self.watched = frozenset(i.time for i in timeline.pending() if i.action in WRITE_ACTIONS)
@@ -154,6 +156,7 @@ class Transaction:
                 try:
                     self._check_still_ours(timeline)
                     self._check_conflicts(timeline, metadata)
+                    check_writable(self.table, timeline)
                 except TandemError:
                     self._undo()
                     raise

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
 from timeline.errors import BadInputError
-from timeline.file_names import parse_base_file
+from timeline.file_names import BaseFile, parse_base_file
 from timeline.fs_view import FileSystemView, list_base_files
 from timeline.instant import CLOCK
+from timeline.mdt import health, layout
+from timeline.mdt.log import DecodedLog
 from timeline.mdt.reader import MetadataReader
 from timeline.mdt.table import MetadataTable
 from timeline.storage import Storage
-from timeline.table_config import HOODIE_DIR, TableConfig, read_config, write_config
+from timeline.table_config import (
+    HOODIE_DIR,
+    METADATA_ENABLED,
+    TableConfig,
+    read_config,
+    record_metadata_table,
+    write_config,
+)
 
 META_COLUMNS = [
     "_hoodie_commit_time",
@@ -23,6 +34,52 @@ META_COLUMNS = [
 ]
 TEMP_DIR = f"{HOODIE_DIR}/.temp"
 HEARTBEAT_DIR = f"{HOODIE_DIR}/.heartbeat"
+SOURCES = ("auto", "metadata", "storage")
+
+
+class TableView(FileSystemView):
+    """A view that says where its listing came from, and why a read fell back to storage."""
+
+    def __init__(
+        self,
+        files: Iterable[BaseFile],
+        timeline: ActiveTimeline,
+        as_of: str | None,
+        source: str,
+        fallback_reason: str | None = None,
+    ) -> None:
+        super().__init__(files, timeline, as_of)
+        self.source = source
+        self.fallback_reason = fallback_reason
+
+
+class _ReadOnce(MetadataTable):
+    """The MDT as one view reads it: the health check and the reader share one timeline, listing and log read.
+
+    Log files are immutable once created, and holding the timeline and slices
+    means the reader merges exactly what was checked.
+    """
+
+    def __init__(self, data_storage: Storage) -> None:
+        super().__init__(data_storage)
+        self._timeline: ActiveTimeline | None = None
+        self._slices: dict[str, layout.Slice] | None = None
+        self._logs: dict[str, DecodedLog] = {}
+
+    def timeline(self) -> ActiveTimeline:
+        if self._timeline is None:
+            self._timeline = super().timeline()
+        return self._timeline
+
+    def slices(self) -> dict[str, layout.Slice]:
+        if self._slices is None:
+            self._slices = super().slices()
+        return self._slices
+
+    def read_log(self, path: str) -> DecodedLog:
+        if path not in self._logs:
+            self._logs[path] = super().read_log(path)
+        return self._logs[path]
 
 
 @dataclass
@@ -57,6 +114,8 @@ class Table:
             hive_style=hive_style,
             precombine_field=precombine_field,
         )
+        if with_metadata:
+            config.raw[METADATA_ENABLED] = "true"
         for folder in (HOODIE_DIR, f"{HOODIE_DIR}/{ARCHIVED_FOLDER}", TEMP_DIR):
             storage.makedirs(folder)
         write_config(storage, config)
@@ -75,27 +134,65 @@ class Table:
     def metadata(self) -> MetadataTable:
         return MetadataTable(self.storage)
 
+    def has_metadata_table(self) -> bool:
+        """Whether `hoodie.properties` records a metadata table (as of opening), whatever its files say.
+
+        Recorded but missing is damage, not "no MDT": readers list storage and say
+        so, writers refuse. `MetadataTable.exists()` says whether its files are there.
+        """
+        return self.config.metadata_enabled
+
+    def delete_metadata_table(self) -> None:
+        """Delete the MDT, then clear the record; a crash in between leaves a recorded, missing MDT (repairable)."""
+        if not self.has_metadata_table() and not self.metadata().exists():
+            raise BadInputError(f"{self.uri} has no metadata table")
+        self.metadata().delete()
+        self.config = record_metadata_table(self.storage, False)
+
     def new_instant_time(self, timeline: ActiveTimeline) -> str:
         """An instant time strictly greater than every instant on both timelines."""
         mdt = self.metadata()
         return mdt.next_instant(timeline) if mdt.exists() else CLOCK.next_after(timeline.last_time())
 
-    def storage_view(self, as_of: str | None = None, timeline: ActiveTimeline | None = None) -> FileSystemView:
+    def storage_view(
+        self, as_of: str | None = None, timeline: ActiveTimeline | None = None, fallback_reason: str | None = None
+    ) -> TableView:
         """The view from a full storage listing (slow on object stores)."""
-        return FileSystemView(list_base_files(self.storage), timeline or self.timeline(), as_of)
+        return TableView(list_base_files(self.storage), timeline or self.timeline(), as_of, "storage", fallback_reason)
 
-    def metadata_view(self, as_of: str | None = None, timeline: ActiveTimeline | None = None) -> FileSystemView:
-        """The view from the metadata table: no storage listing at all."""
+    def metadata_view(
+        self, as_of: str | None = None, timeline: ActiveTimeline | None = None, mdt: MetadataTable | None = None
+    ) -> TableView:
+        """The view from the metadata table as it stands (no health check): no storage listing at all."""
         timeline = timeline or self.timeline()
-        listing = MetadataReader(self.metadata(), timeline).listing()
+        listing = MetadataReader(mdt or self.metadata(), timeline).listing()
         columns = (listing.column(c).to_pylist() for c in ("partition", "file", "size"))
         files = [f for p, name, size in zip(*columns, strict=True) if (f := parse_base_file(p, name, size))]
-        return FileSystemView(files, timeline, as_of)
+        return TableView(files, timeline, as_of, "metadata")
 
-    def view(self, as_of: str | None = None, source: str = "auto") -> FileSystemView:
-        """The metadata table's view when it exists (or is asked for), else storage's."""
-        if source == "storage" or (source == "auto" and not self.metadata().exists()):
+    def view(self, as_of: str | None = None, source: str = "auto") -> TableView:
+        """The metadata table's view when the table has a healthy one, else storage's.
+
+        "auto" lists storage when the MDT is unhealthy and says why (a
+        `MetadataFallbackWarning`, and the view's `fallback_reason`); "metadata"
+        raises instead; "storage" never reads the MDT.
+        """
+        if source not in SOURCES:
+            raise BadInputError(f"unknown listing source {source!r} (one of {', '.join(SOURCES)})")
+        if source == "storage":
             return self.storage_view(as_of)
-        if not self.metadata().exists():
-            raise BadInputError(f"{self.uri} has no metadata table (`tandem metadata create` builds one)")
-        return self.metadata_view(as_of)
+        mdt = _ReadOnce(self.storage)
+        recorded = self.has_metadata_table()
+        if not recorded and not mdt.exists():
+            if source == "metadata":
+                raise BadInputError(f"{self.uri} has no metadata table (`tandem metadata create` builds one)")
+            return self.storage_view(as_of)
+        timeline = self.timeline()
+        found = health.problems(mdt, timeline, recorded)
+        if not found:
+            return self.metadata_view(as_of, timeline, mdt)
+        reason = health.summary(found)
+        if source == "metadata":
+            raise health.MetadataUnhealthyError(f"metadata table unhealthy ({reason}); {health.repair_hint(self.uri)}")
+        warnings.warn(health.fallback_message(reason, self.uri), health.MetadataFallbackWarning, stacklevel=2)
+        return self.storage_view(as_of, timeline, reason)

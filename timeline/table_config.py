@@ -13,6 +13,9 @@ HOODIE_DIR = ".hoodie"
 PROPERTIES_FILE = f"{HOODIE_DIR}/hoodie.properties"
 SUPPORTED_VERSION = "6"
 SUPPORTED_LAYOUT = "1"
+# Tandem's own record that the table has a metadata table, so a missing one is an error, not "none".
+# Not `hoodie.table.metadata.partitions`: Java readers would look for an HFile MDT (DESIGN §1).
+METADATA_ENABLED = "tandem.metadata.enabled"
 
 SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
@@ -58,6 +61,10 @@ class TableConfig:
     populate_meta_fields: bool = True
     table_type: str = "COPY_ON_WRITE"
     raw: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def metadata_enabled(self) -> bool:
+        return self.raw.get(METADATA_ENABLED) == "true"
 
     @property
     def keygen_class(self) -> str:
@@ -154,3 +161,21 @@ def read_config(storage: Storage) -> TableConfig:
     except UnicodeDecodeError as err:
         raise BadInputError(f"{source} is not a text properties file") from err
     return TableConfig.from_properties(properties.loads(text), source)
+
+
+def record_metadata_table(storage: Storage, enabled: bool) -> TableConfig:
+    """Set or clear `tandem.metadata.enabled`, rewriting `hoodie.properties` atomically.
+
+    Every other key is kept as it was written (by Hudi or by us), so the checksum
+    stays valid and Java readers see the same table.
+    """
+    config = read_config(storage)
+    props = dict(config.raw)
+    if enabled:
+        props[METADATA_ENABLED] = "true"
+    else:
+        props.pop(METADATA_ENABLED, None)
+    if props == config.raw:
+        return config
+    storage.write_bytes(PROPERTIES_FILE, properties.dumps(props).encode("utf-8"))
+    return TableConfig.from_properties(props, storage.uri(PROPERTIES_FILE))

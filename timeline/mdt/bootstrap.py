@@ -12,12 +12,14 @@ from timeline.errors import BadInputError
 from timeline.file_names import PARTITION_METADATA, split_path
 from timeline.fs_view import list_table_files, parse_listing
 from timeline.instant import COMPACTION, Instant, State
+from timeline.mdt import health
 from timeline.mdt import records as rec
 from timeline.mdt.compaction import execute
 from timeline.mdt.reader import LISTING_SCHEMA, MetadataReader
 from timeline.mdt.table import MetadataTable
 from timeline.metrics import INITIALIZE, METRICS, VALIDATE_ERRORS
 from timeline.storage import Storage
+from timeline.table_config import read_config, record_metadata_table
 
 
 def list_storage(storage: Storage, data_timeline: ActiveTimeline) -> pa.Table:
@@ -43,23 +45,51 @@ def storage_records(storage: Storage, data_timeline: ActiveTimeline) -> dict[str
     return records
 
 
+def _refuse_pending(data_timeline: ActiveTimeline, doing: str) -> None:
+    """The listing must be final: a pending instant's files are neither in nor out yet."""
+    pending = [f"{i.time}.{i.action}" for i in data_timeline.pending()]
+    if pending:
+        raise BadInputError(
+            f"cannot {doing} the metadata table while instants are pending: {', '.join(pending)} "
+            "(run `tandem recover` first)"
+        )
+
+
 def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
-    """Build the MDT of an existing table: one base file from the listing, as an MDT-only compaction."""
+    """Build the MDT of an existing table: one base file from the listing, as an MDT-only compaction.
+
+    The table records that it has an MDT first, so a crash part-way leaves a
+    recorded MDT that is missing or incomplete (readers list storage, writers
+    refuse, `repair` rebuilds it), never one readers silently take as complete.
+    Leftovers of an MDT whose properties file is gone are removed, not merged.
+    """
     with METRICS.timed(INITIALIZE):
-        pending = [f"{i.time}.{i.action}" for i in data_timeline.pending()]
-        if pending:
-            raise BadInputError(
-                f"cannot initialize the metadata table while instants are pending: {', '.join(pending)} "
-                "(run `tandem recover` first)"
-            )
+        _refuse_pending(data_timeline, "initialize")
         if mdt.exists():
             raise BadInputError("the metadata table already exists (`tandem metadata delete` first)")
+        record_metadata_table(mdt.data_storage, True)
+        mdt.delete()
         mdt.create(table_name)
         time = mdt.next_instant(data_timeline)
         plan = json.dumps({"initialize": True, "base_instant": None, "log_files": []}).encode()
         mdt.timeline().create_requested(Instant(time, COMPACTION, State.REQUESTED), plan)
         execute(mdt, data_timeline, time)
         return time
+
+
+def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
+    """Rebuild the MDT from the storage listing filtered by the data timeline (call under the lock).
+
+    The MDT is derived data: deleting it and initializing again loses nothing the
+    data table holds. Refused while data instants are pending.
+    """
+    if not mdt.exists() and not read_config(mdt.data_storage).metadata_enabled:
+        raise BadInputError(
+            f"{mdt.data_storage.uri('')} has no metadata table to repair (`tandem metadata create` builds one)"
+        )
+    _refuse_pending(data_timeline, "repair")
+    mdt.delete()
+    return initialize(mdt, table_name, data_timeline)
 
 
 @dataclass
@@ -70,6 +100,7 @@ class ValidationReport:
     partitions_missing: list[str] = field(default_factory=list)
     partitions_extra: list[str] = field(default_factory=list)
     corrupt_blocks: list[str] = field(default_factory=list)
+    unhealthy: list[str] = field(default_factory=list)
     storage_listing: pa.Table | None = None
 
     @property
@@ -80,6 +111,7 @@ class ValidationReport:
             + len(self.size_mismatch)
             + len(self.partitions_missing)
             + len(self.partitions_extra)
+            + len(self.unhealthy)
         )
 
     def to_json(self) -> dict:
@@ -94,11 +126,15 @@ class ValidationReport:
             "partitions_missing": self.partitions_missing,
             "partitions_extra": self.partitions_extra,
             "corrupt_blocks": self.corrupt_blocks,
+            "unhealthy": self.unhealthy,
         }
 
 
 def validate(mdt: MetadataTable, data_timeline: ActiveTimeline) -> ValidationReport:
-    """Compare the MDT with a storage listing; every difference is reported (the seed's validate)."""
+    """Compare the MDT with a storage listing; every difference is reported (the seed's validate).
+
+    What would make readers fall back to storage (`health.problems`) counts as a difference too.
+    """
     reader = MetadataReader(mdt, data_timeline)
     ours = {(r["partition"], r["file"]): r["size"] for r in reader.listing().to_pylist()}
     listing = list_storage(mdt.data_storage, data_timeline)
@@ -114,5 +150,6 @@ def validate(mdt: MetadataTable, data_timeline: ActiveTimeline) -> ValidationRep
     report.partitions_missing = sorted(stored_partitions - listed_partitions)
     report.partitions_extra = sorted(p for p in listed_partitions - stored_partitions if p in {pp for pp, _ in ours})
     report.corrupt_blocks = reader.merged([rec.ALL_PARTITIONS]).corrupt
+    report.unhealthy = health.problems(mdt, data_timeline, recorded=True)
     METRICS.incr(VALIDATE_ERRORS, report.errors)
     return report
