@@ -29,6 +29,8 @@ class CoordinatorConfig:
     archive_min_commits: int = 20
     archive_max_commits: int = 30
     auto_archive: bool = True
+    # Hudi's hoodie.metadata.enable: a write to a table without a metadata table builds one first
+    metadata_enabled: bool = True
 
     def __post_init__(self) -> None:
         if self.failed_writes_policy not in FAILED_WRITES_POLICIES:
@@ -89,6 +91,7 @@ HUDI_KEYS = {
     "hoodie.keep.min.commits": "archive_min_commits",
     "hoodie.keep.max.commits": "archive_max_commits",
     "hoodie.archive.automatic": "auto_archive",
+    "hoodie.metadata.enable": "metadata_enabled",
 }
 
 

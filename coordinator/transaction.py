@@ -27,10 +27,12 @@ from timeline.commit_metadata import CommitMetadata
 from timeline.errors import ConflictError, LockError, TandemError
 from timeline.instant import COMMIT, WRITE_ACTIONS, Instant, State
 from timeline.mdt import records as mdt_records
+from timeline.mdt.bootstrap import initialize
 from timeline.mdt.health import check_writable
 from timeline.mdt.maintenance import housekeeping
 from timeline.mdt.reader import MetadataReader
 from timeline.table import Table
+from timeline.table_config import read_config
 
 BEGIN_LOCKED = register("commit.begin.locked", "lock taken for begin, orphans handled")
 BEGIN_REQUESTED = register("commit.begin.requested", "T.<action>.requested written")
@@ -97,6 +99,7 @@ class Transaction:
     def _begin(self) -> str:
         with held(self.lock) as token:
             timeline = roll_back_orphans(self.table, self.config).timeline
+            self._build_metadata_table_if_missing(timeline)
             check_writable(self.table, timeline)
             crash_point(BEGIN_LOCKED)
             self.seen = timeline.completed_times()
@@ -114,6 +117,18 @@ class Transaction:
             crash_point(BEGIN_INFLIGHT)
             self.begin_timeline = timeline
         return time
+
+    def _build_metadata_table_if_missing(self, timeline: ActiveTimeline) -> None:
+        """As Hudi's writer does with `hoodie.metadata.enable`: the MDT's log chain is the commit's fence.
+
+        Only when nothing is pending (the listing must be final); otherwise a later write builds it.
+        """
+        mdt = self.table.metadata()
+        if not self.config.metadata_enabled or self.table.has_metadata_table() or mdt.exists() or timeline.pending():
+            return
+        LOG.info("building the metadata table of %s before the first write", self.table.uri)
+        initialize(mdt, self.table.config.name, timeline)
+        self.table.config = read_config(self.table.storage)
 
     # write -----------------------------------------------------------------------------
     def create_marker(self, path: str, kind: str = "CREATE") -> None:

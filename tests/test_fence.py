@@ -335,3 +335,15 @@ def test_default_settings_never_roll_back_a_live_writer(table):
         observe(None)
     assert results == {"slow": "committed"}
     assert check_table(table, expected=expected({1: 1, 2: 0}) | {"7": {"id": 7, "part": "b", "v": 7}}) == []
+
+
+def test_a_write_builds_the_missing_metadata_table_first_unless_disabled(table):
+    """Every write then has the MDT log chain as its fence (Hudi's `hoodie.metadata.enable`, default on)."""
+    table.delete_metadata_table()
+    off = CoordinatorConfig(metadata_enabled=False, auto_archive=False)
+    LocalWriter(table, coordinator=off, lock=BlindLock()).write(rows([3], 3), "insert")
+    assert not table.metadata().exists()
+    writer(table).write(rows([4], 4), "insert")
+    assert table.metadata().exists() and table.has_metadata_table()
+    assert validate(table.metadata(), table.timeline()).errors == 0
+    assert check_table(table, expected=expected({1: 0, 2: 0, 3: 3, 4: 4})) == []
