@@ -27,7 +27,9 @@ test: $(STAMP) system-deps lint
 # The long chaos runs: every crash state with both readers, then 5-minute nemeses per lock service.
 chaos: $(STAMP) system-deps
 	mkdir -p docs/chaos
-	$(VENV)/bin/tandem chaos run --scenario all --report docs/chaos/crash-states.json
+	$(VENV)/bin/tandem chaos run --scenario crash-states --report docs/chaos/crash-states.json
+	$(VENV)/bin/tandem chaos run --scenario lost-lock --report docs/chaos/lost-lock.json
+	$(VENV)/bin/tandem chaos run --scenario mdt-corruption --report docs/chaos/mdt-corruption.json
 	$(VENV)/bin/tandem chaos nemesis --lock-service zookeeper --duration 300 --report docs/chaos/nemesis-zookeeper.json
 	$(VENV)/bin/tandem chaos nemesis --lock-service dynamodb --duration 300 --report docs/chaos/nemesis-dynamodb.json
 

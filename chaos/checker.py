@@ -157,6 +157,80 @@ def check_never_undone(timeline: ActiveTimeline) -> list[Violation]:
     return out
 
 
+@dataclass(frozen=True)
+class Write:
+    """One write as its client saw it: the exit code, the instant it printed, the rows it sent."""
+
+    writer: str
+    exit_code: int
+    instant: str | None
+    rows: dict[str, dict]
+
+    @property
+    def acknowledged(self) -> bool:
+        return self.exit_code == 0 and self.instant is not None
+
+
+def acknowledged_rows(writes: list[Write]) -> dict[str, dict]:
+    """Upserts of the acknowledged writes applied in instant order: per key, the greatest instant wins."""
+    rows: dict[str, dict] = {}
+    for write in sorted((w for w in writes if w.acknowledged), key=lambda w: w.instant):
+        rows.update(write.rows)
+    return rows
+
+
+def _writer_of(key: str, row: dict | None, writes: list[Write]) -> Write | None:
+    return next((w for w in writes if row is not None and w.rows.get(key) == row), None)
+
+
+def _row_difference(key: str, actual: dict | None, expected: dict | None, writes: list[Write]) -> tuple[str, str]:
+    """(invariant, what happened) for one key whose visible row is not the acknowledged history's."""
+    wanted = _writer_of(key, expected, writes)
+    should = f"{wanted.writer}'s ({wanted.instant})" if wanted else "none"
+    if actual is None:
+        return "lost-update", f"acknowledged rows missing, expected {should}"
+    seen = _writer_of(key, actual, writes)
+    if seen is None:
+        return "lost-update", f"a row no writer sent is visible instead of {should}"
+    if not seen.acknowledged:
+        return "unacknowledged-visible", f"{seen.writer}'s rows are visible, but it exited {seen.exit_code}"
+    return "lost-update", f"{seen.writer}'s rows ({seen.instant}) are visible instead of {should}, the greatest instant"
+
+
+def check_acknowledged(timeline: ActiveTimeline, writes: list[Write]) -> list[Violation]:
+    """A client that saw exit 0 owns its instant: it must be completed (or archived)."""
+    return [
+        Violation("acknowledged-commit-lost", f"{w.writer} exited 0 with {w.instant}, which is not completed")
+        for w in writes
+        if w.acknowledged and not timeline.is_completed_or_archived(w.instant)
+    ]
+
+
+def check_rows(actual: dict[str, dict], writes: list[Write], reader: str = "") -> list[Violation]:
+    """The rows a reader returned are the acknowledged writes' in instant order, one violation per kind of difference.
+
+    An acknowledged write's rows stay visible unless an acknowledged write with a
+    greater instant replaced them; rows of a write that did not exit 0 never are.
+    """
+    expected = acknowledged_rows(writes)
+    differences: dict[tuple[str, str], list[str]] = {}
+    for k in sorted(set(expected) | set(actual)):
+        if actual.get(k) != expected.get(k):
+            differences.setdefault(_row_difference(k, actual.get(k), expected.get(k), writes), []).append(k)
+    prefix = f"{reader}: " if reader else ""
+    return [Violation(kind, f"{prefix}{what}: keys {keys[:10]}") for (kind, what), keys in differences.items()]
+
+
+def check_history(table: Table, writes: list[Write], key: str = "id") -> list[Violation]:
+    """Acknowledged writes survive, in instant order, and unacknowledged ones are invisible, to our reader."""
+    out = check_acknowledged(table.timeline(), writes)
+    try:
+        actual = _rows(read_view(table, table.view()), key)
+    except Exception as err:
+        return out + [Violation("1-readers-agree", f"a reader failed: {type(err).__name__}: {err}")]
+    return out + check_rows(actual, writes)
+
+
 def check_table(
     table: Table, key: str = "id", expected: dict[str, dict] | None = None, use_hudi: bool = True
 ) -> list[Violation]:

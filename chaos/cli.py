@@ -15,6 +15,14 @@ from rich.table import Table as RichTable
 from chaos.crash_points import REGISTRY
 
 console = Console(stderr=True)
+SCHEDULE_SCENARIOS = {
+    "lost-lock": "a holder frozen at each locked crash point past its lease (or force-released) "
+    "while another writer commits the same file groups",
+    "mdt-corruption": "bit flip, torn tail or deletion of an MDT log, or deletion of the MDT hoodie.properties; "
+    "then read and upsert",
+}
+CRASH_STATES = "crash-states"  # every single-writer scenario of the enumerator, and nothing else
+SCENARIO_HELP = f"A scenario name (see `tandem chaos list`), all, or {CRASH_STATES} (the single-writer ones only)."
 
 
 @click.group()
@@ -31,7 +39,7 @@ def list_cmd(as_json: bool) -> None:
 
     _load_all_points()
     doc = {
-        "scenarios": {name: s.doc for name, s in SCENARIOS.items()},
+        "scenarios": {**{name: s.doc for name, s in SCENARIOS.items()}, **SCHEDULE_SCENARIOS},
         "crash_points": dict(sorted(REGISTRY.items())),
         "nemesis_lock_services": list(LOCK_SERVICES),
     }
@@ -60,12 +68,35 @@ def _load_all_points() -> None:
     import timeline.mdt.table  # noqa: F401
 
 
+def _scenario_names(scenario: str, crash_scenarios: list[str]) -> list[str]:
+    known = [*crash_scenarios, *SCHEDULE_SCENARIOS]
+    if scenario == "all":
+        return known
+    if scenario == CRASH_STATES:
+        return crash_scenarios
+    if scenario not in known:
+        raise click.BadParameter(f"unknown scenario {scenario!r} (one of {', '.join(known)}, {CRASH_STATES}, all)")
+    return [scenario]
+
+
+def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    values = list(allowed) if text == "all" else [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in values if v not in allowed]
+    if unknown or not values:
+        raise click.BadParameter(f"unknown {what} {(unknown or [text])[0]!r} (one of {', '.join(allowed)}, all)")
+    return values
+
+
 @chaos.command()
-@click.option("--scenario", default="all", show_default=True, help="A scenario name (see `tandem chaos list`) or all.")
+@click.option("--scenario", default="all", show_default=True, help=SCENARIO_HELP)
 @click.option("--seed", default=0, show_default=True, help="Orders (and samples) the crash states; replays a run.")
 @click.option("--budget", "budget_s", type=float, default=None, help="Stop exploring a scenario after this many s.")
 @click.option("--sample", type=int, default=None, help="Every named point once, plus this many other states.")
 @click.option("--state", "states", multiple=True, help="Replay only this crash state (from a report), repeatable.")
+@click.option("--providers", default="file,zookeeper,dynamodb", show_default=True, help="lost-lock: lock providers.")
+@click.option("--points", default="all", show_default=True, help="lost-lock: crash points A is frozen at (comma list).")
+@click.option("--variants", default="all", show_default=True, help="lost-lock: expiry, force-release, disjoint.")
+@click.option("--jobs", default=2, show_default=True, help="Schedules run side by side (they mostly wait on leases).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write JSON here.")
 @click.option("--no-hudi", is_flag=True, help="Skip the hudi package as a second reader (faster).")
 @click.option("--break", "broken", default=None, hidden=True, help="Apply a deliberately broken variant first.")
@@ -75,18 +106,25 @@ def run(
     budget_s: float | None,
     sample: int | None,
     states: tuple[str, ...],
+    providers: str,
+    points: str,
+    variants: str,
+    jobs: int,
     report_path: str | None,
     no_hudi: bool,
     broken: str | None,
 ) -> None:
-    """Explore every crash state of the single-writer scenarios; exit 1 on any violation."""
-    from chaos.enumerator import CrashState, explore
+    """Explore every crash state of the single-writer scenarios and run the schedules; exit 1 on any violation."""
+    from chaos import schedules
+    from chaos.enumerator import CrashState
     from chaos.scenarios import SCENARIOS
 
-    names = list(SCENARIOS) if scenario == "all" else [scenario]
-    unknown = [n for n in names if n not in SCENARIOS]
-    if unknown:
-        raise click.BadParameter(f"unknown scenario {unknown[0]!r} (one of {', '.join(SCENARIOS)}, all)")
+    names = _scenario_names(scenario, list(SCENARIOS))
+    lost_lock = schedules.plan(
+        _csv(providers, schedules.PROVIDERS, "provider"),
+        _csv(points, schedules.POINTS, "point"),
+        _csv(variants, schedules.VARIANTS, "variant"),
+    )
     for label in states:
         try:
             CrashState.parse(label)
@@ -99,32 +137,35 @@ def run(
             raise click.BadParameter(f"unknown broken variant {broken!r} (one of {', '.join(BROKEN)})")
         BROKEN[broken]()
     started = time.monotonic()
-    results = []
     columns = (TextColumn("{task.description:<17}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
-        for name in names:
-            task = progress.add_task(name, total=None)
-
-            def advance(result, total: int, task=task) -> None:
-                progress.update(task, total=total, completed=result.states_explored)
-
-            result = explore(name, seed, budget_s, sample, list(states) or None, use_hudi=not no_hudi, on_state=advance)
-            progress.update(task, total=max(result.states_total, 1), completed=result.states_explored or 1)
-            results.append(result)
-    _summary(results)
+        crash = _explore([n for n in names if n in SCENARIOS], progress, seed, budget_s, sample, states, no_hudi)
+        locks = _lost_lock(lost_lock, progress, jobs, no_hudi) if "lost-lock" in names else []
+        corruption = _mdt_corruption(progress, jobs, no_hudi) if "mdt-corruption" in names else []
+    if crash:
+        _summary(crash)
+    if locks:
+        _lost_lock_summary(locks)
+    if corruption:
+        _corruption_summary(corruption)
+    failures = [v for r in crash for v in r.violations]
+    errors = [e for r in crash for e in r.errors]
+    errors += [f"{r.label}: {r.error}" for r in locks if r.error]
+    errors += [f"{r.corruption}: {r.error}" for r in corruption if r.error]
+    found = len(failures) + sum(len(r.violations) for r in locks) + sum(len(r.violations) for r in corruption)
     report = {
         "seed": seed,
         "broken_variant": broken,
         "seconds": round(time.monotonic() - started, 2),
-        "states_explored": sum(r.states_explored for r in results),
-        "violations": sum(len(r.violations) for r in results),
-        "scenarios": [r.to_dict() for r in results],
+        "states_explored": sum(r.states_explored for r in crash),
+        "violations": found,
+        "scenarios": [r.to_dict() for r in crash],
+        "lost_lock": [r.to_dict() for r in locks],
+        "mdt_corruption": [r.to_dict() for r in corruption],
     }
     if report_path:
         Path(report_path).write_text(json.dumps(report, indent=2))
         console.print(f"report: {report_path}")
-    failures = [v for r in results for v in r.violations]
-    errors = [e for r in results for e in r.errors]
     for violation in failures[:5]:
         console.print(
             f"[red]violation[/red] {violation['scenario']} {violation['state']} ({violation['phase']}): "
@@ -132,8 +173,91 @@ def run(
         )
     for error in errors[:5]:
         console.print(f"[red]error[/red] {error}")
-    if failures or errors:
+    if found or errors:
         sys.exit(1)
+
+
+def _explore(names, progress, seed, budget_s, sample, states, no_hudi) -> list:
+    """The crash-state scenarios, one progress bar each."""
+    from chaos.enumerator import explore
+
+    results = []
+    for name in names:
+        task = progress.add_task(name, total=None)
+
+        def advance(result, total: int, task=task) -> None:
+            progress.update(task, total=total, completed=result.states_explored)
+
+        result = explore(name, seed, budget_s, sample, list(states) or None, use_hudi=not no_hudi, on_state=advance)
+        progress.update(task, total=max(result.states_total, 1), completed=result.states_explored or 1)
+        results.append(result)
+    return results
+
+
+def _lost_lock(planned: list, progress, jobs: int, no_hudi: bool) -> list:
+    """Every planned lost-lock schedule, against lock servers started for the run."""
+    import tempfile
+
+    from chaos.schedules import lock_services, run_schedules
+
+    task = progress.add_task("lost-lock", total=len(planned))
+    providers = sorted({s.provider for s in planned})
+    with tempfile.TemporaryDirectory(prefix="tandem-lock-services-") as work:
+        with lock_services(providers, Path(work)) as endpoints:
+            return run_schedules(
+                planned, endpoints, use_hudi=not no_hudi, on_result=lambda _: progress.advance(task), jobs=jobs
+            )
+
+
+def _mdt_corruption(progress, jobs: int, no_hudi: bool) -> list:
+    """Each MDT corruption on a copy of one template table."""
+    from chaos.schedules import CORRUPTIONS, run_corruptions
+
+    task = progress.add_task("mdt-corruption", total=len(CORRUPTIONS))
+    return run_corruptions(
+        list(CORRUPTIONS), use_hudi=not no_hudi, on_result=lambda _: progress.advance(task), jobs=jobs
+    )
+
+
+def _lost_lock_summary(results: list) -> None:
+    columns = ("provider", "variant", "schedules", "A exit 0", "B exit 0", "violations", "errors", "time s")
+    table = RichTable(*columns, title="lost-lock schedules")
+    for provider, variant in sorted({(r.provider, r.variant) for r in results}):
+        group = [r for r in results if (r.provider, r.variant) == (provider, variant)]
+        table.add_row(
+            provider,
+            variant,
+            str(len(group)),
+            str(sum(r.a_exit == 0 for r in group)),
+            str(sum(r.b_exit == 0 for r in group)),
+            str(sum(len(r.violations) for r in group)),
+            str(sum(r.error is not None for r in group)),
+            f"{sum(r.seconds for r in group):.1f}",
+        )
+    console.print(table)
+    for r in [r for r in results if r.violations][:20]:
+        first = r.violations[0]
+        more = f" (+{len(r.violations) - 1} more)" if len(r.violations) > 1 else ""
+        console.print(
+            f"[red]violation[/red] {r.label} (A exit {r.a_exit}, B exit {r.b_exit}): "
+            f"{first['invariant']}: {first['detail'][:200]}{more}"
+        )
+        console.print(
+            f"  replay: tandem chaos run --scenario lost-lock --providers {r.provider} --points {r.point} "
+            f"--variants {r.variant}"
+        )
+        console.print(f"  kept: {r.kept_dir}")
+
+
+def _corruption_summary(results: list) -> None:
+    table = RichTable("corruption", "read exit", "upsert exit", "read after", "violations", title="mdt-corruption")
+    for r in results:
+        table.add_row(r.corruption, str(r.read_exit), str(r.write_exit), str(r.reread_exit), str(len(r.violations)))
+    console.print(table)
+    for r in [r for r in results if r.violations]:
+        for violation in r.violations[:3]:
+            console.print(f"[red]violation[/red] {r.corruption}: {violation['invariant']}: {violation['detail'][:200]}")
+        console.print(f"  kept: {r.kept_dir}")
 
 
 def _summary(results: list) -> None:
