@@ -184,13 +184,12 @@ def read(
     """Read the latest snapshot, a snapshot as of an instant, or (spark) the changes between instants."""
     table = Table.open(path)
     as_of, since, until = (_check_instant(t) for t in (as_of, since, until))
-    with _fallback_warning_on_stderr():
-        if engine == "spark":
-            rows = _spark_read(path, as_of, where, since, until)
-        elif where or since or until:
-            raise BadInputError("--where, --since and --until need --engine spark")
-        else:
-            rows = read_view(table, table.view(as_of))
+    if engine == "spark":
+        rows = _spark_read(path, as_of, where, since, until)
+    elif where or since or until:
+        raise BadInputError("--where, --since and --until need --engine spark")
+    else:
+        rows = read_view(table, table.view(as_of))
     if output:
         if not output.endswith(".parquet"):
             raise BadInputError(f"--output {output} must end in .parquet")
@@ -240,8 +239,7 @@ def timeline(path: str, of_metadata: bool, as_json: bool):
 def ls(path: str, partition: str | None, source: str | None, as_json: bool):
     """Latest base files of the table, filtered by the timeline."""
     table = Table.open(path)
-    with _fallback_warning_on_stderr():
-        view = table.view(source=source or "auto")
+    view = table.view(source=source or "auto")
     files = view.latest_base_files(partition)
     doc = [{"partition": f.partition, "file": f.name, "size": f.size, "instant": f.instant} for f in files]
     if as_json:
@@ -610,7 +608,8 @@ def main() -> None:
     """Run the CLI; map errors to one stderr line and the exit codes of DESIGN §10."""
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     try:
-        cli.main(standalone_mode=False)
+        with _fallback_warning_on_stderr():  # every verb: one stderr line when the MDT is bypassed
+            cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("error: aborted", err=True)
         sys.exit(1)
