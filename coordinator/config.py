@@ -13,6 +13,9 @@ from timeline.errors import BadInputError
 EAGER = "EAGER"
 LAZY = "LAZY"
 FAILED_WRITES_POLICIES = (EAGER, LAZY)
+SIMPLE = "SIMPLE"
+GLOBAL_SIMPLE = "GLOBAL_SIMPLE"
+INDEX_TYPES = (SIMPLE, GLOBAL_SIMPLE)
 
 
 @dataclass(frozen=True)
@@ -31,12 +34,18 @@ class CoordinatorConfig:
     auto_archive: bool = True
     # Hudi's hoodie.metadata.enable: a write to a table without a metadata table builds one first
     metadata_enabled: bool = True
+    # Hudi's hoodie.index.type: SIMPLE keys a record by (record key, partition path); GLOBAL_SIMPLE by its key alone
+    index_type: str = SIMPLE
+    # GLOBAL_SIMPLE only: a record whose partition changed moves there (deleted from the old one), else stays put
+    update_partition_path: bool = True
 
     def __post_init__(self) -> None:
         if self.failed_writes_policy not in FAILED_WRITES_POLICIES:
             raise BadInputError(
                 f"hoodie.cleaner.policy.failed.writes={self.failed_writes_policy!r} (one of EAGER, LAZY)"
             )
+        if self.index_type not in INDEX_TYPES:
+            raise BadInputError(f"hoodie.index.type={self.index_type!r} (one of {', '.join(INDEX_TYPES)})")
         if self.heartbeat_interval_ms <= 0 or self.heartbeat_tolerable_misses < 1:
             raise BadInputError("heartbeat interval must be positive and tolerable misses at least 1")
         if self.max_delta_commits < 1 or self.commits_retained < 1 or self.file_versions_retained < 1:
@@ -45,6 +54,11 @@ class CoordinatorConfig:
             raise BadInputError("archival needs 1 <= hoodie.keep.min.commits < hoodie.keep.max.commits")
         if self.archive_min_commits <= self.commits_retained:
             raise BadInputError("hoodie.keep.min.commits must exceed hoodie.cleaner.commits.retained")
+
+    @property
+    def global_index(self) -> bool:
+        """Record keys are unique across partitions: tagging looks a key up in every partition."""
+        return self.index_type == GLOBAL_SIMPLE
 
     @property
     def heartbeat_expiry_s(self) -> float:
@@ -92,6 +106,8 @@ HUDI_KEYS = {
     "hoodie.keep.max.commits": "archive_max_commits",
     "hoodie.archive.automatic": "auto_archive",
     "hoodie.metadata.enable": "metadata_enabled",
+    "hoodie.index.type": "index_type",
+    "hoodie.simple.index.update.partition.path": "update_partition_path",
 }
 
 
@@ -108,7 +124,7 @@ def _convert(key: str, value: str, kind: object) -> object:
             return text.lower() == "true"
     except ValueError as err:
         raise BadInputError(f"setting {key}={value!r} is not a valid {kind}") from err
-    return text.upper() if key.endswith(("policy", "failed.writes")) else text
+    return text.upper() if key.endswith(("policy", "failed.writes", "index.type", "index_type")) else text
 
 
 def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:

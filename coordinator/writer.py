@@ -25,13 +25,14 @@ from coordinator.transaction import WRITE_FILE, Transaction
 from locks.base import LockProvider
 from timeline import keys
 from timeline.active_timeline import ActiveTimeline
-from timeline.avro_schema import arrow_to_avro
+from timeline.avro_schema import arrow_to_avro, avro_to_arrow, records_zones
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.errors import BadInputError, ConflictError
 from timeline.file_names import PARTITION_METADATA, BaseFile, base_file_name, new_file_id, write_token
 from timeline.fs_view import FileSystemView
 from timeline.instant import COMMIT, REPLACE_COMMIT
 from timeline.reader import read_base_file
+from timeline.schema_evolution import canonical_schema, conform, evolve, with_zones_of
 from timeline.table import META_COLUMNS, Table
 
 OPERATIONS = ("insert", "bulk_insert", "upsert", "delete", "insert_overwrite")
@@ -39,6 +40,9 @@ DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
 DEFAULT_SMALL_FILE_LIMIT = 100 * 1024 * 1024
 KEY = "_hoodie_record_key"
 PARTITION = "_hoodie_partition_path"
+TARGET = "_tandem_target"  # the file id a tagged record goes to; NEW for records that start new file groups
+DELETE = "_tandem_delete"  # a tagged row that deletes its key from TARGET rather than writing it there
+NEW = ""
 
 
 @dataclass
@@ -99,12 +103,22 @@ class LocalWriter:
         self._schema_cache: tuple[str, pa.Schema] | None = None  # (instant time, its data schema)
 
     # preparation -------------------------------------------------------------------
-    def _prepare(self, data: pa.Table, operation: str, existing: pa.Schema | None) -> pa.Table:
-        """Drop incoming meta columns, cast to the table's types, add key and partition."""
+    def _prepare(self, data: pa.Table, operation: str, schema: pa.Schema | None) -> pa.Table:
+        """Drop incoming meta columns, put the rest in the table's schema, add key and partition."""
         data = data.drop_columns([c for c in META_COLUMNS if c in data.column_names])
-        if existing is not None and operation != "delete":
-            data = _cast_to(data, existing)
-        return with_keys(data, self.config.record_key_fields, self.config.partition_fields, self.config.hive_style)
+        self.require_key_columns(data.column_names)
+        config = self.config
+        if schema is not None and operation != "delete":
+            data = conform(data, schema)
+        elif schema is not None:
+            data = key_typed(data, schema, config.record_key_fields, config.partition_fields)
+        return with_keys(data, config.record_key_fields, config.partition_fields, config.hive_style)
+
+    def require_key_columns(self, columns: list[str]) -> None:
+        """Key and partition fields must be in the input itself: nulls filled in for them would be no key."""
+        for name in [*self.config.record_key_fields, *self.config.partition_fields]:
+            if name not in columns:
+                raise BadInputError(f"input has no column {name!r} (columns: {', '.join(columns)})")
 
     def existing_schema(self, view: FileSystemView) -> pa.Schema | None:
         """The newest file's schema; gone means a concurrent writer and clean moved past this view."""
@@ -122,50 +136,76 @@ class LocalWriter:
             schema = pq.read_schema(handle)
         return pa.schema([f for f in schema if f.name not in META_COLUMNS])
 
-    def _schema_without_view(self, timeline: ActiveTimeline) -> tuple[bool, pa.Schema | None]:
-        """The table schema from the newest completed write's own files: no listing, no MDT read.
+    def _schema_from_timeline(self, timeline: ActiveTimeline) -> tuple[bool, pa.Schema | None]:
+        """The table schema as the newest completed write left it: no listing, no MDT read.
 
-        (False, None) when the active timeline cannot tell (no write on it but an archive exists).
+        Its commit's `extraMetadata.schema` (Hudi's and Tandem's writers record it);
+        for a commit without one, the schema of a file it wrote. (False, None) when
+        the active timeline cannot tell (no write on it but an archive exists).
         """
         for instant in reversed(timeline.completed_writes()):
             if self._schema_cache is not None and self._schema_cache[0] == instant.time:
                 return True, self._schema_cache[1]
-            for stat in timeline.commit_metadata(instant).write_stats():
-                try:
-                    schema = self._schema_of(stat.path)
-                except FileNotFoundError:
-                    continue
+            metadata = timeline.commit_metadata(instant)
+            schema = self._recorded_schema(metadata, instant.file_name)
+            if schema is None:
+                schema = self._written_schema(metadata)
+            if schema is not None:
                 self._schema_cache = (instant.time, schema)  # a completed instant's schema never changes
                 return True, schema
         return not timeline.archived_files, None
 
+    def _written_schema(self, metadata: CommitMetadata) -> pa.Schema | None:
+        for stat in metadata.write_stats():
+            try:
+                return self._schema_of(stat.path)
+            except FileNotFoundError:
+                continue
+        return None
+
+    def _recorded_schema(self, metadata: CommitMetadata, source: str) -> pa.Schema | None:
+        """The commit's `extraMetadata.schema`; timestamps zoned as its files store them when it does not say."""
+        if not metadata.schema:
+            return None
+        schema = avro_to_arrow(metadata.schema, f"the schema in {source}")
+        schema = pa.schema([f for f in schema if f.name not in META_COLUMNS])
+        if records_zones(metadata.schema) or not any(pa.types.is_timestamp(f.type) for f in schema):
+            return schema
+        written = self._written_schema(metadata)
+        return schema if written is None else with_zones_of(schema, written)
+
     def view_and_schema(self, operation: str, txn: Transaction) -> tuple[FileSystemView | None, pa.Schema | None]:
-        """Inserts read no file listing at all; every other operation plans against the view."""
-        if operation in ("insert", "bulk_insert"):
-            known, existing = self._schema_without_view(txn.begin_timeline)
-            if known:
-                txn.known_partitions = set()  # re-listing a known partition is a harmless union
-                return None, existing
+        """The view to plan against (inserts need none) and the table's schema before this write."""
+        known, existing = self._schema_from_timeline(txn.begin_timeline)
+        if operation in ("insert", "bulk_insert") and known:
+            txn.known_partitions = set()  # re-listing a known partition is a harmless union
+            return None, existing
         view = self.table.view()
         txn.known_partitions = set(view.partitions())
-        return view, self.existing_schema(view)
+        return view, existing if known else self.existing_schema(view)
 
-    def dedupe(self, rows: pa.Table) -> pa.Table:
-        """Keep one row per key: the largest precombine value, else the last row."""
+    def dedupe(self, rows: pa.Table, by: list[str]) -> pa.Table:
+        """Keep one row per value of the `by` columns: the largest precombine value, else the last row."""
         order = pa.array(range(rows.num_rows))
         rows = rows.append_column("__order", order)
-        sort = [(KEY, "ascending")]
+        sort = [(c, "ascending") for c in by]
         pre = self.config.precombine_field
         if pre and pre in rows.column_names:
             sort.append((pre, "descending"))
         sort.append(("__order", "descending"))
         rows = rows.sort_by(sort)
-        keys_col = rows.column(KEY)
         if rows.num_rows:
-            first = pc.not_equal(keys_col.slice(1), keys_col.slice(0, rows.num_rows - 1))
-            mask = pa.concat_arrays([pa.array([True])] + [c for c in first.chunks])
+            changed = [pc.not_equal(rows.column(c).slice(1), rows.column(c).slice(0, rows.num_rows - 1)) for c in by]
+            first = changed[0]
+            for other in changed[1:]:
+                first = pc.or_(first, other)
+            mask = pa.concat_arrays([pa.array([True])] + list(first.chunks))
             rows = rows.filter(mask)
         return rows.sort_by("__order").drop_columns(["__order"])
+
+    def record_identity(self) -> list[str]:
+        """What makes two records one: the key and partition path, or the key alone under a global index."""
+        return [KEY] if self.coordinator.global_index else [KEY, PARTITION]
 
     # planning ------------------------------------------------------------------------
     def split_new(self, partition: str, rows: pa.Table) -> list[_FileWrite]:
@@ -180,12 +220,12 @@ class LocalWriter:
             for chunk in (rows.slice(start, per_file) for start in range(0, rows.num_rows, per_file))
         ]
 
-    def _index(self, view: FileSystemView, partition: str) -> dict[str, BaseFile]:
-        """Simple index: key -> latest base file of its group, for one partition."""
-        located: dict[str, BaseFile] = {}
-        for base in view.latest_base_files(partition):
+    def _index(self, files: list[BaseFile]) -> dict[str, list[BaseFile]]:
+        """Simple index: key -> the latest base files holding it, in `files`."""
+        located: dict[str, list[BaseFile]] = defaultdict(list)
+        for base in files:
             for key in self._keys_of(base):
-                located[key] = base
+                located[key].append(base)
         return located
 
     def _keys_of(self, base: BaseFile) -> list[str]:
@@ -199,9 +239,13 @@ class LocalWriter:
         except FileNotFoundError as err:
             raise ConflictError(f"{base.path} was cleaned while this write read it: a newer version exists") from err
 
-    def merge(self, base: BaseFile, incoming: pa.Table | None, delete_keys: set[str]) -> _FileWrite:
-        """Rewrite one file group: old rows minus replaced/deleted keys, plus incoming."""
+    def merge(
+        self, base: BaseFile, incoming: pa.Table | None, delete_keys: set[str], schema: pa.Schema | None = None
+    ) -> _FileWrite:
+        """Rewrite one file group in `schema`: old rows minus replaced/deleted keys, plus incoming."""
         old = self._read(base)
+        if schema is not None:
+            old = conform(old, schema, exact=False)  # stored rows: a widened column rounds, as readers read it
         old_keys = self._row_keys(old)
         replaced = set(delete_keys)
         if incoming is not None:
@@ -240,40 +284,60 @@ class LocalWriter:
             return rows.column(KEY)
         return keys.record_keys(rows, self.config.record_key_fields)
 
-    def _plan(self, operation: str, rows: pa.Table, view: FileSystemView | None) -> tuple[list[_FileWrite], dict]:
+    def _plan(
+        self, operation: str, rows: pa.Table, view: FileSystemView | None, schema: pa.Schema | None
+    ) -> tuple[list[_FileWrite], dict]:
+        if operation in ("upsert", "delete"):
+            bases, tagged = self.tag(operation, rows, view)
+            return self.plan_tagged(tagged, bases, schema), {}
         writes: list[_FileWrite] = []
         replaced: dict[str, list[str]] = {}
         for partition, part_rows in split_by(rows, PARTITION):
-            if operation in ("insert", "bulk_insert"):
-                writes += self.split_new(partition, part_rows)
-            elif operation == "insert_overwrite":
-                writes += self.split_new(partition, part_rows)
+            writes += self.split_new(partition, part_rows)
+            if operation == "insert_overwrite":
                 replaced[partition] = [g.file_id for g in view.file_groups(partition)]
-            else:
-                writes += self._plan_merge(operation, partition, part_rows, view)
         return writes, replaced
 
-    def _plan_merge(self, operation: str, partition: str, rows: pa.Table, view: FileSystemView) -> list[_FileWrite]:
-        located = self._index(view, partition)
-        row_keys = rows.column(KEY).to_pylist()
-        by_group: dict[str, list[int]] = defaultdict(list)
-        new_rows: list[int] = []
-        for i, key in enumerate(row_keys):
-            base = located.get(key)
-            if base is None:
-                new_rows.append(i)
-            else:
-                by_group[base.file_id].append(i)
-        bases = {b.file_id: b for b in located.values()}
+    def tag(self, operation: str, rows: pa.Table, view: FileSystemView) -> tuple[dict[str, BaseFile], pa.Table]:
+        """The simple index: every record with the file group it goes to (TARGET) and the copies it deletes.
+
+        The index reads the keys of the latest base files of the partitions the
+        records fall in, or of every partition under a global index. Returns the
+        base files by file id, and `rows` tagged: one row per file group a record
+        writes to (NEW when it starts one) and one DELETE row per copy it removes.
+        """
+        partitions = set(rows.column(PARTITION).to_pylist())
+        glob = self.coordinator.global_index
+        files = [f for f in view.latest_base_files() if glob or f.partition in partitions]
+        located = self._index(files)
+        move = self.coordinator.update_partition_path
+        tags: list[tuple[int, str, str, bool]] = []  # (row, target file id, partition path, deletes)
+        records = zip(rows.column(KEY).to_pylist(), rows.column(PARTITION).to_pylist(), strict=True)
+        for i, (key, partition) in enumerate(records):
+            found = sorted(located.get(key, []), key=lambda b: (b.partition, b.file_id))
+            updates, deletes, partition = route(operation, found, partition, glob, move)
+            if not updates and operation != "delete":
+                tags.append((i, NEW, partition, False))
+            tags += [(i, b.file_id, partition, False) for b in updates]
+            tags += [(i, b.file_id, b.partition, True) for b in deletes]
+        take, targets, paths, deleted = (list(c) for c in zip(*tags, strict=True)) if tags else ([], [], [], [])
+        tagged = rows.take(pa.array(take, pa.int64()))
+        tagged = tagged.set_column(tagged.schema.get_field_index(PARTITION), PARTITION, pa.array(paths, pa.string()))
+        tagged = tagged.append_column(TARGET, pa.array(targets, pa.string()))
+        return {f.file_id: f for f in files}, tagged.append_column(DELETE, pa.array(deleted, pa.bool_()))
+
+    def plan_tagged(self, tagged: pa.Table, bases: dict[str, BaseFile], schema: pa.Schema | None) -> list[_FileWrite]:
+        """The files of tagged records: NEW ones start file groups, the rest rewrite their target group."""
         writes = []
-        for file_id, idx in sorted(by_group.items()):
-            chosen = rows.take(pa.array(idx))
-            if operation == "delete":
-                writes.append(self.merge(bases[file_id], None, set(chosen.column(KEY).to_pylist())))
+        for target, group in split_by(tagged, TARGET):
+            gone = group.column(DELETE)
+            delete_keys = set(group.filter(gone).column(KEY).to_pylist())
+            records = group.filter(pc.invert(gone)).drop_columns([TARGET, DELETE])
+            if target == NEW:
+                writes += [w for p, part_rows in split_by(records, PARTITION) for w in self.split_new(p, part_rows)]
             else:
-                writes.append(self.merge(bases[file_id], chosen, set()))
-        if operation == "upsert":
-            writes += self.split_new(partition, rows.take(pa.array(new_rows, pa.int64())))
+                merged = self.merge(bases[target], records if records.num_rows else None, delete_keys, schema)
+                writes += self.fit(merged)
         return writes
 
     # writing ----------------------------------------------------------------------------
@@ -325,7 +389,7 @@ class LocalWriter:
         table = self._with_meta(write, name, txn.time, task)
         txn.create_marker(path, "MERGE" if write.prev_commit != "null" else "CREATE")
         with self.table.storage.open_output(path) as out:
-            pq.write_table(table, out, row_group_size=self.options.row_group_size)
+            write_parquet(table, out, self.options.row_group_size)
         crash_point(WRITE_FILE)
         size = self.table.storage.size(path)
         return WriteStat(
@@ -351,13 +415,14 @@ class LocalWriter:
             if on_begin is not None:
                 on_begin(txn.time)
             view, existing = self.view_and_schema(operation, txn)
-            rows = self._prepare(data, operation, existing)
+            incoming = pa.schema([f for f in data.schema if f.name not in META_COLUMNS])
+            schema = target_schema(incoming, existing, operation)
+            txn.metadata.schema = arrow_to_avro(schema, self.config.name)
+            rows = self._prepare(data, operation, schema)
             if operation in ("upsert", "delete"):
-                rows = self.dedupe(rows)
-            writes, replaced = self._plan(operation, rows, view)
+                rows = self.dedupe(rows, self.record_identity())
+            writes, replaced = self._plan(operation, rows, view, schema)
             metadata = txn.metadata
-            incoming = pa.schema([f for f in rows.schema if f.name not in (KEY, PARTITION)])
-            metadata.schema = arrow_to_avro(data_schema(incoming, existing, operation), self.config.name)
             metadata.partition_to_replace_file_ids = replaced if action == REPLACE_COMMIT else None
             for task, write in enumerate(writes):
                 metadata.add(self.write_file(txn, write, task))
@@ -372,10 +437,46 @@ def resolve_operation(operation: str) -> tuple[str, str]:
     return operation, REPLACE_COMMIT if operation == "insert_overwrite" else COMMIT
 
 
+def target_schema(incoming: pa.Schema, existing: pa.Schema | None, operation: str) -> pa.Schema:
+    """The table's data schema after this write (schema evolution); a delete leaves it as it was."""
+    if operation == "delete":
+        return existing if existing is not None else canonical_schema(incoming)
+    return evolve(existing, incoming)
+
+
+def route(
+    operation: str, found: list[BaseFile], partition: str, global_index: bool, update_partition_path: bool
+) -> tuple[list[BaseFile], list[BaseFile], str]:
+    """Where one record goes, given the latest base files holding its key (sorted by partition, file id).
+
+    Returns the files it updates, the files it is deleted from, and its partition
+    path. Under the simple index a record is (key, partition): only files of its
+    own partition count. Under the global index a key is one record wherever it
+    is: a delete removes every copy; an upsert into a new partition moves the
+    record (deleted from the old one) when `update_partition_path`, else updates
+    it where it is (the first partition holding it), keeping that partition path.
+    """
+    here = [b for b in found if b.partition == partition]
+    elsewhere = [b for b in found if b.partition != partition] if global_index else []
+    if operation == "delete":
+        return [], here + elsewhere, partition
+    if elsewhere and not here and not update_partition_path:
+        stay = elsewhere[0].partition
+        return [b for b in elsewhere if b.partition == stay], [], stay
+    return here, elsewhere, partition
+
+
 def with_keys(data: pa.Table, key_fields: list[str], partition_fields: list[str], hive_style: bool) -> pa.Table:
     """`data` with its record key and partition path columns, as every writer computes them."""
     data = data.append_column(KEY, keys.record_keys(data, key_fields))
     return data.append_column(PARTITION, keys.partition_paths(data, partition_fields, hive_style))
+
+
+def key_typed(data: pa.Table, schema: pa.Schema, key_fields: list[str], partition_fields: list[str]) -> pa.Table:
+    """`data` with its key and partition fields in the table's types (a delete's other columns may be anything),
+    so their keys read as the stored records' do."""
+    typed = [schema.field(name) for name in dict.fromkeys([*key_fields, *partition_fields]) if name in schema.names]
+    return conform(data, pa.schema(typed))
 
 
 def split_by(rows: pa.Table, column: str) -> Iterator[tuple[str, pa.Table]]:
@@ -384,28 +485,34 @@ def split_by(rows: pa.Table, column: str) -> Iterator[tuple[str, pa.Table]]:
         yield value, rows.filter(pc.equal(rows.column(column), value))
 
 
-def data_schema(incoming: pa.Schema, existing: pa.Schema | None, operation: str) -> pa.Schema:
-    """The table's data schema after this write: existing columns plus new ones.
+def write_parquet(table: pa.Table, out: pa.NativeFile, row_group_size: int) -> None:
+    """The one place Tandem writes a data file.
 
-    Incoming columns were cast to the existing types first, so the permissive
-    unification only ever meets equal types or a new column.
+    Float and double columns (nested ones too) get neither min/max statistics nor
+    dictionary pages. pyarrow's statistics leave NaN out and tell -0.0 from 0.0,
+    and a dictionary holds -0.0 and 0.0 as different values, so a reader that
+    skips row groups by them (Spark's pushdown: `f > 5` drops a NaN, `f = 0`
+    drops a -0.0) would lose rows SQL says match.
     """
-    if existing is None:
-        return incoming
-    if operation == "delete":
-        return existing
-    return pa.unify_schemas([existing, incoming], promote_options="permissive")
+    exact = [path for path, dtype in leaf_columns(table.schema) if not pa.types.is_floating(dtype)]
+    pq.write_table(table, out, row_group_size=row_group_size, write_statistics=exact, use_dictionary=exact)
 
 
-def _cast_to(data: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Cast incoming columns to the table's types; a column that won't cast is bad input."""
-    columns = []
-    for name in data.column_names:
-        column = data.column(name)
-        if name in schema.names and column.type != schema.field(name).type:
-            try:
-                column = column.cast(schema.field(name).type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-                raise BadInputError(f"column {name!r}: cannot cast {column.type} to {schema.field(name).type}") from err
-        columns.append(column)
-    return pa.Table.from_arrays(columns, names=data.column_names)
+def leaf_columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:
+    """(parquet column path, type) of every leaf, named as pyarrow writes them (`s.x`, `l.list.element`)."""
+    leaves = []
+    for field in schema:
+        for path, dtype in _leaves(field.type):
+            leaves.append((".".join([field.name, *path]), dtype))
+    return leaves
+
+
+def _leaves(dtype: pa.DataType) -> list[tuple[list[str], pa.DataType]]:
+    if pa.types.is_struct(dtype):
+        return [([f.name, *path], leaf) for f in dtype for path, leaf in _leaves(f.type)]
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_fixed_size_list(dtype):
+        return [(["list", "element", *path], leaf) for path, leaf in _leaves(dtype.value_type)]
+    if pa.types.is_map(dtype):
+        keys_ = [(["key_value", "key", *path], leaf) for path, leaf in _leaves(dtype.key_type)]
+        return keys_ + [(["key_value", "value", *path], leaf) for path, leaf in _leaves(dtype.item_type)]
+    return [([], dtype)]

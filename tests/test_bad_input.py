@@ -19,11 +19,12 @@ from timeline.table import Table
 
 
 def tree(path: Path) -> dict[str, bytes]:
-    """Every table file and its bytes; the lock's own state (fencing counter) may move on."""
+    """Every table file and its bytes; the lock's own state (fencing counter) may move on, and an
+    aborted write leaves its rollback decision (kept by design: a zombie must lose it)."""
     return {
         str(p.relative_to(path)): p.read_bytes()
         for p in sorted(path.rglob("*"))
-        if p.is_file() and ".tandem-lock" not in p.parts
+        if p.is_file() and not {".tandem-lock", ".tandem-outcome"} & set(p.parts)
     }
 
 

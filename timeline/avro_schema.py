@@ -1,4 +1,8 @@
-"""Arrow schema -> Avro schema JSON, for `extraMetadata.schema` of commits."""
+"""Arrow schema <-> Avro schema JSON, for `extraMetadata.schema` of commits.
+
+Arrow -> Avro writes the schema a commit records; Avro -> Arrow reads the table
+schema back from the latest commit, as Hudi's writers (and Tandem's) record it.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,10 @@ import re
 
 import pyarrow as pa
 
-from timeline.errors import BadInputError
+from timeline.errors import BadInputError, CorruptInstantError
+
+MAX_DECIMAL128_PRECISION = 38
+ADJUST_TO_UTC = "adjust-to-utc"
 
 
 def _avro_name(text: str) -> str:
@@ -20,6 +27,18 @@ def _decimal_size(precision: int) -> int:
     while 2 ** (8 * size - 1) - 1 < 10**precision - 1:
         size += 1
     return size
+
+
+def _timestamp(dtype: pa.TimestampType) -> dict:
+    """`timestamp-*`, with `adjust-to-utc` telling instants (a time zone) from wall-clock times (none).
+
+    Avro's own `local-timestamp-*` is what Spark calls a wall-clock time, but Hudi
+    0.14 has no such type and the `hudi` package cannot parse it; `adjust-to-utc`
+    is how Iceberg marks the difference on a `timestamp-*`, and readers that do
+    not know it read the column as the parquet file says.
+    """
+    unit = "millis" if dtype.unit in ("s", "ms") else "micros"
+    return {"type": "long", "logicalType": f"timestamp-{unit}", ADJUST_TO_UTC: dtype.tz is not None}
 
 
 def _type(dtype: pa.DataType, name: str, namespace: str) -> object:
@@ -38,8 +57,7 @@ def _type(dtype: pa.DataType, name: str, namespace: str) -> object:
     if pa.types.is_date(dtype):
         return {"type": "int", "logicalType": "date"}
     if pa.types.is_timestamp(dtype):
-        logical = "timestamp-millis" if dtype.unit in ("s", "ms") else "timestamp-micros"
-        return {"type": "long", "logicalType": logical}
+        return _timestamp(dtype)
     if pa.types.is_decimal(dtype):
         return {
             "type": "fixed",
@@ -77,3 +95,74 @@ def arrow_to_avro(schema: pa.Schema, table_name: str) -> str:
     """Hudi's naming: record `<table>_record` in namespace `hoodie.<table>`."""
     record_name = f"{_avro_name(table_name)}_record"
     return json.dumps(_record(list(schema), record_name, f"hoodie.{_avro_name(table_name)}"), separators=(",", ":"))
+
+
+_PRIMITIVES = {
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+    "enum": pa.string(),
+}
+_LOGICAL = {
+    "date": pa.date32(),
+    "timestamp-millis": pa.timestamp("ms", tz="UTC"),
+    "timestamp-micros": pa.timestamp("us", tz="UTC"),
+    "local-timestamp-millis": pa.timestamp("ms"),
+    "local-timestamp-micros": pa.timestamp("us"),
+    "time-millis": pa.time32("ms"),
+    "time-micros": pa.time64("us"),
+}
+
+
+def _from_avro(node: object, named: dict[str, pa.DataType]) -> pa.DataType:
+    if isinstance(node, list):
+        branches = [b for b in node if b != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"union {node} is not a nullable type")
+        return _from_avro(branches[0], named)
+    if isinstance(node, str):
+        if node in _PRIMITIVES:
+            return _PRIMITIVES[node]
+        if node in named:
+            return named[node]
+        raise ValueError(f"unknown Avro type {node!r}")
+    kind, logical = node["type"], node.get("logicalType")
+    if logical == "decimal":
+        precision, scale = int(node["precision"]), int(node.get("scale", 0))
+        wide = precision > MAX_DECIMAL128_PRECISION
+        return pa.decimal256(precision, scale) if wide else pa.decimal128(precision, scale)
+    if logical in ("timestamp-millis", "timestamp-micros") and node.get(ADJUST_TO_UTC) is False:
+        return _LOGICAL[f"local-{logical}"]
+    if logical in _LOGICAL:
+        return _LOGICAL[logical]
+    if kind == "array":
+        return pa.list_(_from_avro(node["items"], named))
+    if kind == "map":
+        return pa.map_(pa.string(), _from_avro(node["values"], named))
+    if kind == "record":
+        dtype = pa.struct([pa.field(f["name"], _from_avro(f["type"], named)) for f in node["fields"]])
+        named[node["name"]] = named[f"{node.get('namespace', '')}.{node['name']}"] = dtype
+        return dtype
+    if kind == "fixed":
+        return pa.binary()
+    return _from_avro(kind, named)
+
+
+def records_zones(text: str) -> bool:
+    """Whether a schema says which timestamps are wall-clock times (Tandem's do; Hudi 0.14's have none)."""
+    return ADJUST_TO_UTC in text
+
+
+def avro_to_arrow(text: str, source: str = "commit schema") -> pa.Schema:
+    """The Arrow schema of an Avro record schema JSON; one that is not a record of known types is corrupt."""
+    try:
+        dtype = _from_avro(json.loads(text), {})
+    except (ValueError, KeyError, TypeError) as err:
+        raise CorruptInstantError(f"{source} is not an Avro record schema Tandem reads: {err}") from err
+    if not pa.types.is_struct(dtype):
+        raise CorruptInstantError(f"{source} is not an Avro record schema")
+    return pa.schema(list(dtype))

@@ -7,8 +7,10 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from timeline.errors import BadInputError
 from timeline.file_names import BaseFile
 from timeline.fs_view import FileSystemView
+from timeline.schema_evolution import conform, union
 from timeline.storage import Storage
 from timeline.table import META_COLUMNS, Table
 
@@ -19,12 +21,22 @@ def read_base_file(storage: Storage, path: str, columns: list[str] | None = None
 
 
 def read_files(storage: Storage, files: Iterable[BaseFile], columns: list[str] | None = None) -> pa.Table:
-    """Concatenate base files, widening schemas where files differ (schema evolution)."""
+    """Concatenate base files in the table's schema: the union of theirs, oldest first.
+
+    Schema evolution widens a column without rewriting older files (an int column
+    that became a long keeps int files), so every file is cast to the union.
+    """
+    files = list(files)
     tables = [read_base_file(storage, f.path, columns) for f in files]
-    tables = [t for t in tables if t.num_columns]
-    if not tables:
+    oldest_first = sorted(range(len(files)), key=lambda i: (files[i].instant, files[i].path))
+    if not any(t.num_columns for t in tables):
         return pa.table({})
-    return pa.concat_tables(tables, promote_options="permissive")
+    try:
+        schema = union(tables[i].schema for i in oldest_first if tables[i].num_columns)
+    except BadInputError as err:
+        raise BadInputError(f"the table's files disagree on a column's type: {err}") from err
+    wide = [conform(t, schema, exact=False) for t in tables if t.num_columns]
+    return pa.concat_tables(wide, promote_options="permissive")
 
 
 def read_view(table: Table, view: FileSystemView, partitions: list[str] | None = None) -> pa.Table:

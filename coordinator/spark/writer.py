@@ -1,33 +1,37 @@
 """A Spark DataFrame as one instant: executors write the files, the driver commits.
 
-The driver begins the instant through the coordinator's `Transaction`. Inserts
-are one shuffle-free stage: each task starts new file groups for the partitions
-its rows fall in. Upserts and deletes are tagged with a simple index (a join
-with the keys of the latest file slices of the touched partitions, read by the
-executors); an upsert's new records top up the partition's smallest file group
-below the small-file limit (a group pushed past the target size spills its last
-new records into new groups); records are then repartitioned by target file
-group. Every task writes straight to final names, marker first, with its
-partition-stage-attempt as the write token, and returns write stats; the driver
-commits with those stats, and the commit's finalize step deletes every marked
-file no stat names (a retried task's files).
+The driver begins the instant through the coordinator's `Transaction` and
+settles the schema the write leaves (schema evolution, checked before any task
+runs); the executors cast their rows to it with the local writer's `conform`.
+Inserts are one shuffle-free stage: each task starts new file groups for the
+partitions its rows fall in. Upserts and deletes are tagged with a simple index
+(a join with the keys of the latest file slices of the touched partitions, or of
+every partition under a global index, read by the executors); an upsert's new
+records top up the partition's smallest file group below the small-file limit
+(a group pushed past the target size spills its last new records into new
+groups); records are then repartitioned by target file group. Every task writes
+straight to final names, marker first, with its partition-stage-attempt as the
+write token, and returns write stats; the driver commits with those stats, and
+the commit's finalize step deletes every marked file no stat names (a retried
+task's files).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import Broadcast, TaskContext
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.column import Column
-from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StringType, StructField, StructType
 
 from chaos.crash_points import crash_point
@@ -35,14 +39,18 @@ from coordinator import markers
 from coordinator.config import CoordinatorConfig
 from coordinator.transaction import WRITE_MARKER, Transaction
 from coordinator.writer import (
+    DELETE,
     KEY,
+    NEW,
     PARTITION,
+    TARGET,
     LocalWriter,
     WriteOptions,
     WriteResult,
-    data_schema,
+    key_typed,
     resolve_operation,
     split_by,
+    target_schema,
     with_keys,
 )
 from locks.base import LockProvider
@@ -54,15 +62,19 @@ from timeline.file_names import BaseFile, write_token
 from timeline.fs_view import FileSystemView
 from timeline.instant import REPLACE_COMMIT
 from timeline.keys import DEFAULT_PARTITION
+from timeline.schema_evolution import conform
 from timeline.storage import Storage
 from timeline.table import META_COLUMNS, Table
 
-TARGET = "_tandem_target"  # the file id a record goes to; NEW for records that start new file groups
-NEW = ""
 STAT = "stat"
 NULL_KEY_MARK = "tandem: record key field "
 SQL_KEY_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType)
 BROADCAST_KEYS = 2_000_000  # incoming records up to which their keys are broadcast to filter the index scan
+INDEX_KEY, INDEX_PARTITION, INDEX_FILE = "_tandem_index_key", "_tandem_index_partition", "_tandem_index_file_id"
+LOCATIONS, LOCATION = "_tandem_locations", "_tandem_location"
+SMALL_PARTITION, SMALL_FILE = "_tandem_small_partition", "_tandem_small_file_id"
+ORDER, RANK = "_tandem_order", "_tandem_rank"
+LOCATION_TYPE = "array<struct<partition:string,file_id:string>>"
 STATS_SCHEMA = StructType([StructField(STAT, StringType())])
 STAT_ARROW = pa.schema([(STAT, pa.string())])
 
@@ -76,6 +88,7 @@ class TaskPlan:
     operation: str
     bases: dict[str, BaseFile]  # file id -> latest base file, in the partitions this write touches
     options: WriteOptions
+    schema: pa.Schema  # the table's data schema after this write: every file is written in it
 
 
 @dataclass(frozen=True)
@@ -106,7 +119,7 @@ class SparkWriter:
         self.options = options or WriteOptions()
         self.coordinator = coordinator or CoordinatorConfig()
         self.lock = lock
-        self.local = LocalWriter(table, self.options)
+        self.local = LocalWriter(table, self.options, self.coordinator)
 
     def write(self, df: DataFrame, operation: str, on_begin: Callable[[str], None] | None = None) -> WriteResult:
         """Write `df` as one instant; on any failure the instant is undone in both tables.
@@ -114,26 +127,26 @@ class SparkWriter:
         `on_begin` hears the instant time as soon as it is inflight.
         """
         operation, action = resolve_operation(operation)
-        df = df.drop(*[c for c in df.columns if c in META_COLUMNS or c in (KEY, PARTITION, TARGET)])
+        df = df.drop(*[c for c in df.columns if c in META_COLUMNS or c in (KEY, PARTITION, TARGET, DELETE)])
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
             if on_begin is not None:
                 on_begin(txn.time)
             view, existing = self.local.view_and_schema(operation, txn)
-            if existing is not None and operation != "delete":
-                df = _cast_to(df, existing)
+            self.local.require_key_columns(df.columns)
+            schema = target_schema(arrow_schema(df.schema), existing, operation)
+            txn.metadata.schema = arrow_to_avro(schema, self.table.config.name)
+            plan = TaskPlan(self.table.uri, txn.time, operation, {}, self.options, schema)
             try:
                 if operation in ("upsert", "delete"):
-                    stats = self._write_tagged(df, view, txn.time, operation)
+                    stats = self._write_tagged(df, view, plan)
                 else:
-                    stats = self._write_new(df, txn.time)
+                    stats = self._write_new(df, plan)
             except Exception as err:  # noqa: BLE001 - Spark wraps what the executors raised
                 bad = _bad_input_in(err)
                 if bad is None:
                     raise
                 raise bad from err
             metadata = txn.metadata
-            incoming = to_arrow_schema(df.schema)
-            metadata.schema = arrow_to_avro(data_schema(incoming, existing, operation), self.table.config.name)
             if action == REPLACE_COMMIT:
                 partitions = sorted({s.partition_path for s in stats})
                 metadata.partition_to_replace_file_ids = {
@@ -144,36 +157,38 @@ class SparkWriter:
         rows_in = sum(s.num_inserts + s.num_update_writes + s.num_deletes for s in stats)
         return WriteResult(txn.time, operation, metadata, rows_in)
 
-    def _write_new(self, df: DataFrame, instant: str) -> list[WriteStat]:
+    def _write_new(self, df: DataFrame, plan: TaskPlan) -> list[WriteStat]:
         """insert, bulk_insert, insert_overwrite: one stage, no shuffle; each task starts new file groups
         for the partitions its rows fall in, as Spark's own partitioned writer does."""
         config = self.table.config
-        plan = TaskPlan(self.table.uri, instant, "insert", {}, self.options)
         task = partial(insert_task, plan, config.record_key_fields, config.partition_fields, config.hive_style)
         return _collect_stats(df.mapInArrow(task, STATS_SCHEMA))
 
-    def _write_tagged(self, df: DataFrame, view: FileSystemView, instant: str, operation: str) -> list[WriteStat]:
+    def _write_tagged(self, df: DataFrame, view: FileSystemView, plan: TaskPlan) -> list[WriteStat]:
         """upsert, delete: tag with the simple index, then one task per target file group."""
-        keyed = self._with_keys(df).persist()
+        keyed = self._with_keys(df, plan.schema)
+        if self.coordinator.global_index:
+            keyed = self._dedupe_by_key(keyed)
+        keyed = keyed.persist()
         try:
             counts = {r[0]: r[1] for r in keyed.groupBy(PARTITION).count().collect()}
             partitions = sorted(counts)
-            files = [f for f in view.latest_base_files() if f.partition in set(partitions)]
-            tagged = self._tag(keyed, files, operation, sum(counts.values()))
-            plan = TaskPlan(self.table.uri, instant, operation, {f.file_id: f for f in files}, self.options)
+            files = [f for f in view.latest_base_files() if self.coordinator.global_index or f.partition in counts]
+            tagged = self._tag(keyed, files, plan.operation, sum(counts.values()))
+            plan = replace(plan, bases={f.file_id: f for f in files})
             tasks = max(1, min(len(files) + len(partitions), self.spark.sparkContext.defaultParallelism * 2))
             written = tagged.repartition(tasks, TARGET, PARTITION).mapInArrow(partial(write_task, plan), STATS_SCHEMA)
             return _collect_stats(written)
         finally:
             keyed.unpersist()
 
-    def _with_keys(self, df: DataFrame) -> DataFrame:
+    def _with_keys(self, df: DataFrame, schema: pa.Schema) -> DataFrame:
         """Add the record key and partition path exactly as the local writer computes them.
 
         When every key and partition field is a string or an integer, Spark's own
         cast to string gives the same text as Arrow's, so the columns are SQL
         expressions and the rows never leave the JVM; otherwise `timeline.keys`
-        runs on the executors.
+        runs on the executors, on values in the table's types.
         """
         config = self.table.config
         fields = {f.name: f.dataType for f in df.schema.fields}
@@ -182,32 +197,69 @@ class SparkWriter:
             return df.withColumn(KEY, _sql_record_key(config.record_key_fields)).withColumn(
                 PARTITION, _sql_partition_path(config.partition_fields, config.hive_style)
             )
-        schema = StructType([*df.schema.fields, StructField(KEY, StringType()), StructField(PARTITION, StringType())])
-        add = partial(add_keys, config.record_key_fields, config.partition_fields, config.hive_style)
-        return df.mapInArrow(add, schema)
+        keys_type = [StructField(KEY, StringType()), StructField(PARTITION, StringType())]
+        add = partial(add_keys, config.record_key_fields, config.partition_fields, config.hive_style, schema)
+        return df.mapInArrow(add, StructType([*df.schema.fields, *keys_type]))
+
+    def _dedupe_by_key(self, keyed: DataFrame) -> DataFrame:
+        """Under a global index a key is one record across partitions: keep its largest precombine value, else its
+        last row, before tagging (the local writer's `dedupe` by key)."""
+        pre = self.table.config.precombine_field
+        order = [F.col(pre).desc_nulls_last()] if pre and pre in keyed.columns else []
+        window = Window.partitionBy(KEY).orderBy(*order, F.col(ORDER).desc())
+        ranked = keyed.withColumn(ORDER, F.monotonically_increasing_id()).withColumn(RANK, F.row_number().over(window))
+        return ranked.filter(F.col(RANK) == 1).drop(ORDER, RANK)
 
     def _tag(self, keyed: DataFrame, files: list[BaseFile], operation: str, rows: int) -> DataFrame:
-        """Simple index: each record's existing file group in its partition, or NEW.
+        """Simple index: each record's file group, NEW, or DELETE rows for the copies it removes.
 
         With at most BROADCAST_KEYS incoming records their keys are broadcast to the
         index scan, so the (large) index is filtered where it is read, never shuffled.
         """
         if not files:
-            tagged = keyed.withColumn(TARGET, F.lit(NEW))
+            tagged = keyed.withColumn(TARGET, F.lit(NEW)).withColumn(DELETE, F.lit(False))
+            return tagged.filter(F.lit(False)) if operation == "delete" else tagged
+        if rows <= BROADCAST_KEYS:
+            wanted = keyed.select(KEY).toArrow().column(0).combine_chunks()
+            index = F.broadcast(self.index_of(files, wanted))
         else:
-            if rows <= BROADCAST_KEYS:
-                wanted = keyed.select(KEY).toArrow().column(0).combine_chunks()
-                index = F.broadcast(self.index_of(files, wanted))
-            else:
-                index = self.index_of(files)
+            index = self.index_of(files)
+        if self.coordinator.global_index:
+            tagged = self._tag_global(keyed, index, operation)
+        else:
+            same = (keyed[KEY] == index[INDEX_KEY]) & (keyed[PARTITION] == index[INDEX_PARTITION])
             tagged = (
-                keyed.join(index, (keyed[KEY] == index["key"]) & (keyed[PARTITION] == index["partition"]), "left")
-                .withColumn(TARGET, F.coalesce(index["file_id"], F.lit(NEW)))
-                .drop("key", "partition", "file_id")
+                keyed.join(index, same, "left")
+                .withColumn(TARGET, F.coalesce(index[INDEX_FILE], F.lit(NEW)))
+                .withColumn(DELETE, F.lit(operation == "delete"))
+                .drop(INDEX_KEY, INDEX_PARTITION, INDEX_FILE)
             )
         if operation == "delete":
             return tagged.filter(F.col(TARGET) != NEW)
         return self._to_small_groups(tagged, files)
+
+    def _tag_global(self, keyed: DataFrame, index: DataFrame, operation: str) -> DataFrame:
+        """Global index: a key's copies in every partition (`route` in the local writer, as Spark SQL).
+
+        A delete removes every copy. An upsert updates the copies in its own
+        partition; copies elsewhere are deleted (the record moves) when
+        `update_partition_path`, else, with none in its own partition, the record
+        updates them in the first partition holding it, keeping that partition path.
+        """
+        location = F.struct(F.col(INDEX_PARTITION).alias("partition"), F.col(INDEX_FILE).alias("file_id"))
+        located = index.groupBy(INDEX_KEY).agg(F.array_sort(F.collect_list(location)).alias(LOCATIONS))
+        joined = keyed.join(located, keyed[KEY] == located[INDEX_KEY], "left").drop(INDEX_KEY)
+        locs = F.coalesce(F.col(LOCATIONS), F.array().cast(LOCATION_TYPE))
+        here = F.filter(locs, lambda loc: loc["partition"] == F.col(PARTITION))
+        elsewhere = F.filter(locs, lambda loc: loc["partition"] != F.col(PARTITION))
+        if operation == "delete":
+            return _at_locations(joined, locs, deleting=True)
+        if self.coordinator.update_partition_path:
+            moved = _at_locations(joined, elsewhere, deleting=True).filter(F.col(TARGET) != NEW)
+            return _at_locations(joined, here, deleting=False).unionByName(moved)
+        stay = F.when(F.size(here) > 0, F.col(PARTITION)).otherwise(F.array_min(locs)["partition"])
+        staying = joined.withColumn(PARTITION, F.coalesce(stay, F.col(PARTITION)))
+        return _at_locations(staying, F.filter(locs, lambda loc: loc["partition"] == F.col(PARTITION)), deleting=False)
 
     def _to_small_groups(self, tagged: DataFrame, files: list[BaseFile]) -> DataFrame:
         """New records of a partition top up its smallest file group below the small-file limit."""
@@ -220,14 +272,14 @@ class SparkWriter:
         if not smallest:
             return tagged
         small = self.spark.createDataFrame(
-            [(p, f.file_id) for p, f in sorted(smallest.items())], "small_partition string, small_file_id string"
+            [(p, f.file_id) for p, f in sorted(smallest.items())], f"{SMALL_PARTITION} string, {SMALL_FILE} string"
         )
-        joined = tagged.join(F.broadcast(small), tagged[PARTITION] == small["small_partition"], "left")
-        target = F.when(F.col(TARGET) == NEW, F.coalesce(F.col("small_file_id"), F.lit(NEW))).otherwise(F.col(TARGET))
-        return joined.withColumn(TARGET, target).drop("small_partition", "small_file_id")
+        joined = tagged.join(F.broadcast(small), tagged[PARTITION] == small[SMALL_PARTITION], "left")
+        target = F.when(F.col(TARGET) == NEW, F.coalesce(F.col(SMALL_FILE), F.lit(NEW))).otherwise(F.col(TARGET))
+        return joined.withColumn(TARGET, target).drop(SMALL_PARTITION, SMALL_FILE)
 
     def index_of(self, files: list[BaseFile], wanted: pa.Array | None = None) -> DataFrame:
-        """(key, partition, file_id) of the records in `files`, read by the executors with pyarrow.
+        """(key, partition, file id) of the records in `files`, read by the executors with pyarrow.
 
         With `wanted` (the incoming keys, broadcast) each task keeps only the keys
         the write touches, so the table's keys never cross into the JVM.
@@ -238,7 +290,7 @@ class SparkWriter:
         config = self.table.config
         shared = None if wanted is None else self.spark.sparkContext.broadcast(wanted)
         read = partial(keys_of_files, self.table.uri, config.record_key_fields, config.populate_meta_fields, shared)
-        return listing.mapInArrow(read, "key string, partition string, file_id string")
+        return listing.mapInArrow(read, f"{INDEX_KEY} string, {INDEX_PARTITION} string, {INDEX_FILE} string")
 
 
 def _sql_record_key(fields: list[str]) -> Column:
@@ -264,9 +316,44 @@ def _sql_partition_path(fields: list[str], hive_style: bool) -> Column:
     return parts[0] if len(parts) == 1 else F.concat_ws("/", *parts)
 
 
-def add_keys(key_fields: list[str], partition_fields: list[str], hive_style: bool, batches: Iterator[pa.RecordBatch]):
+def _at_locations(df: DataFrame, locations: Column, deleting: bool) -> DataFrame:
+    """One row per location (file group) in `locations`, or one NEW row when there is none.
+
+    A deleting row carries the location's partition path: it removes the key's copy there.
+    """
+    exploded = df.withColumn(LOCATION, F.explode_outer(locations)).drop(LOCATIONS)
+    tagged = exploded.withColumn(TARGET, F.coalesce(F.col(LOCATION)["file_id"], F.lit(NEW)))
+    if deleting:
+        tagged = tagged.withColumn(PARTITION, F.coalesce(F.col(LOCATION)["partition"], F.col(PARTITION)))
+    return tagged.withColumn(DELETE, F.lit(deleting)).drop(LOCATION)
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """A DataFrame's schema in Arrow; Spark's TimestampType is an instant, so a UTC timestamp."""
+    fields = []
+    for field in schema.fields:
+        try:
+            fields.append(pa.field(field.name, to_arrow_type(field.dataType, timezone="UTC")))
+        except (PySparkException, TypeError) as err:
+            kind = field.dataType.simpleString()
+            raise BadInputError(f"column {field.name!r}: Spark type {kind} cannot be written to a Hudi table") from err
+    return pa.schema(fields)
+
+
+def add_keys(
+    key_fields: list[str],
+    partition_fields: list[str],
+    hive_style: bool,
+    schema: pa.Schema,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """Key and partition columns computed from the key fields in the table's types, as the local writer does."""
     for batch in batches:
-        yield from with_keys(pa.Table.from_batches([batch]), key_fields, partition_fields, hive_style).to_batches()
+        rows = pa.Table.from_batches([batch])
+        typed = key_typed(rows, schema, key_fields, partition_fields)
+        keyed = with_keys(typed, key_fields, partition_fields, hive_style)
+        rows = rows.append_column(KEY, keyed.column(KEY)).append_column(PARTITION, keyed.column(PARTITION))
+        yield from rows.to_batches()
 
 
 def keys_of_files(
@@ -286,10 +373,10 @@ def keys_of_files(
         return
     index = pa.table(
         [pa.chunked_array(found, pa.string()), pa.chunked_array(partitions), pa.chunked_array(file_ids)],
-        names=["key", "partition", "file_id"],
+        names=[INDEX_KEY, INDEX_PARTITION, INDEX_FILE],
     )
     if wanted is not None:
-        index = index.filter(pc.is_in(index.column("key"), value_set=wanted.value))
+        index = index.filter(pc.is_in(index.column(INDEX_KEY), value_set=wanted.value))
     yield from index.to_batches()
 
 
@@ -304,7 +391,7 @@ def insert_task(
     received = [b for b in batches if b.num_rows]
     if not received:
         return
-    rows = with_keys(pa.Table.from_batches(received), key_fields, partition_fields, hive_style)
+    rows = with_keys(conform(pa.Table.from_batches(received), plan.schema), key_fields, partition_fields, hive_style)
     table = Table.open(plan.base_uri)
     writer = LocalWriter(table, plan.options)
     writes = [w for partition, part_rows in split_by(rows, PARTITION) for w in writer.split_new(partition, part_rows)]
@@ -312,26 +399,21 @@ def insert_task(
 
 
 def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """One Spark task: write every file group routed to it; yield one write stat per file."""
-    received = list(batches)
-    if not received or not any(b.num_rows for b in received):
+    """One Spark task: write every file group routed to it; yield one write stat per file.
+
+    Its rows are tagged records (one file group each) and DELETE rows; records
+    that are the same (key, partition, target) are combined by precombine first.
+    """
+    received = [b for b in batches if b.num_rows]
+    if not received:
         return
     rows = pa.Table.from_batches(received)
+    if plan.operation != "delete":
+        rows = conform(rows, plan.schema)
     table = Table.open(plan.base_uri)
     writer = LocalWriter(table, plan.options)
-    if plan.operation in ("upsert", "delete"):
-        rows = writer.dedupe(rows)
-    writes = []
-    for target, group in split_by(rows, TARGET):
-        group = group.drop_columns([TARGET])
-        if target == NEW:
-            for partition, part_rows in split_by(group, PARTITION):
-                writes += writer.split_new(partition, part_rows)
-        elif plan.operation == "delete":
-            writes.append(writer.merge(plan.bases[target], None, set(group.column(KEY).to_pylist())))
-        else:
-            writes += writer.fit(writer.merge(plan.bases[target], group, set()))
-    yield _write_all(writer, table, plan, writes)
+    rows = writer.dedupe(rows, [KEY, PARTITION, TARGET])
+    yield _write_all(writer, table, plan, writer.plan_tagged(rows, plan.bases, plan.schema))
 
 
 def _write_all(writer: LocalWriter, table: Table, plan: TaskPlan, writes: list) -> pa.RecordBatch:
@@ -355,14 +437,3 @@ def _bad_input_in(err: Exception) -> BadInputError | None:
         if "BadInputError: " in line:
             return BadInputError(line.split("BadInputError: ", 1)[1].strip())
     return None
-
-
-def _cast_to(df: DataFrame, schema: pa.Schema) -> DataFrame:
-    """Cast incoming columns to the table's types (Spark's cast: a value that won't cast becomes null)."""
-    columns = []
-    for name in df.columns:
-        if name in schema.names:
-            columns.append(F.col(name).cast(from_arrow_type(schema.field(name).type)).alias(name))
-        else:
-            columns.append(F.col(name))
-    return df.select(*columns)
