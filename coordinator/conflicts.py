@@ -15,6 +15,8 @@ otherwise, so anything wider would abort writers for nothing).
 
 from __future__ import annotations
 
+import json
+
 from timeline import avro_metadata, outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
@@ -55,6 +57,27 @@ def _prepared(timeline: ActiveTimeline, own: str, mdt: MetadataTable) -> list[tu
     return found
 
 
+def _field_names(schema: str | None) -> set[str]:
+    try:
+        return {f["name"] for f in json.loads(schema)["fields"]} if schema else set()
+    except (ValueError, KeyError, TypeError):
+        return set()
+
+
+def _check_schema(since: list[Instant], timeline: ActiveTimeline, own: str, metadata: CommitMetadata) -> None:
+    """A commit since T began added columns T's schema lacks: T would record a schema that drops them."""
+    mine = _field_names(metadata.schema)
+    if not mine:
+        return
+    for other in since:
+        added = _field_names(timeline.commit_metadata(other).schema) - mine
+        if added:
+            raise ConflictError(
+                f"instant {own} conflicts with {other.time}, which changed the table schema "
+                f"(added {', '.join(sorted(added))}) after {own} began"
+            )
+
+
 def check(
     timeline: ActiveTimeline,
     own: str,
@@ -67,10 +90,12 @@ def check(
 
     `watched`: write instants that were pending when T began (they may complete after it).
     """
+    since = completed_since(timeline, seen, own)
+    _check_schema(since, timeline, own, metadata)
     mine = metadata.touched_file_groups()
     if not mine:
         return
-    for other in completed_since(timeline, seen, own):
+    for other in since:
         overlap = mine & timeline.commit_metadata(other).touched_file_groups()
         if overlap:
             partition, file_id = sorted(overlap)[0]

@@ -347,3 +347,17 @@ def test_a_write_builds_the_missing_metadata_table_first_unless_disabled(table):
     assert table.metadata().exists() and table.has_metadata_table()
     assert validate(table.metadata(), table.timeline()).errors == 0
     assert check_table(table, expected=expected({1: 0, 2: 0, 3: 3, 4: 4})) == []
+
+
+def test_a_concurrent_schema_change_is_a_conflict(table):
+    """A commit that added a column after T began: T would record a schema without it."""
+    results: dict[str, str] = {}
+
+    def widening_writer() -> None:
+        added = rows([5], 5, part="b").append_column("note", pa.array(["new column"]))
+        results["B"] = outcome_of(lambda: writer(table).write(added, "insert"))
+
+    with at_point("commit.write.file", widening_writer):
+        results["A"] = outcome_of(lambda: writer(table).write(rows([6], 6, part="c"), "insert"))
+    assert results == {"B": "committed", "A": "conflict"}
+    assert "note" in table.timeline().latest_schema()
