@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chaos.crash_points import crash_point, register
-from timeline import outcome
+from timeline import outcome, partition_path
 from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
 from timeline.errors import CorruptInstantError
@@ -146,6 +146,8 @@ def _sweep_rolled_back_files(timeline: ActiveTimeline, rollbacks: list[Instant])
             for path in partition.get("successDeleteFiles") or []:
                 relative = timeline.storage.relative(path)
                 if relative is not None:
+                    where = f"{rollback.file_name}: successDeleteFiles"
+                    partition_path.split_file_path(relative, where, CorruptInstantError)
                     timeline.storage.delete(relative)
 
 

@@ -13,6 +13,9 @@ from timeline.errors import BadInputError
 
 
 def read_input(path: str) -> pa.Table:
+    """The rows of `path`; a missing path, a folder or an unknown format is bad input."""
+    if os.path.isdir(path):
+        raise BadInputError(f"input {path} is a directory, not a .parquet/.csv/.jsonl file")
     if not os.path.isfile(path):
         raise BadInputError(f"input file {path} does not exist")
     suffix = os.path.splitext(path)[1].lower()

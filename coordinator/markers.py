@@ -6,7 +6,8 @@ can find files that a crash or a retried task left behind.
 
 from __future__ import annotations
 
-from timeline.errors import TandemError
+from timeline import partition_path
+from timeline.errors import BadInputError, CorruptInstantError, TandemError
 from timeline.storage import Storage
 from timeline.table import TEMP_DIR
 
@@ -14,11 +15,16 @@ MARKER_SUFFIX = ".marker."
 
 
 def marker_dir(time: str) -> str:
+    """`.hoodie/.temp/<time>`; `time` is one folder name (a listed one may be junk, never a path)."""
+    found = partition_path.name_problem(time) or ("contains '/'" if "/" in time else None)
+    if found is not None:
+        raise BadInputError(f"marker folder of instant {partition_path.shown(time)}: the instant {found}")
     return f"{TEMP_DIR}/{time}"
 
 
 def create_marker(storage: Storage, time: str, path: str, kind: str = "CREATE") -> None:
     """Only a rollback removes a pending instant's marker folder; losing it mid-create means stop writing."""
+    partition_path.split_file_path(path, f"marker of instant {time}")
     try:
         storage.create_if_absent(f"{marker_dir(time)}/{path}{MARKER_SUFFIX}{kind}", b"", durable=False)
     except FileNotFoundError as err:
@@ -33,5 +39,6 @@ def marked_files(storage: Storage, time: str) -> list[str]:
         rel = entry.path[prefix:]
         cut = rel.rfind(MARKER_SUFFIX)
         if cut > 0:
+            partition_path.split_file_path(rel[:cut], f"marker {entry.path}", CorruptInstantError)
             out.add(rel[:cut])
     return sorted(out)

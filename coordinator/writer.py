@@ -411,6 +411,7 @@ class LocalWriter:
         `on_begin` hears the instant time as soon as it is inflight (histories, progress).
         """
         operation, action = resolve_operation(operation)
+        keys.partition_paths(data, self.config.partition_fields, self.config.hive_style)  # bad input before begin
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
             if on_begin is not None:
                 on_begin(txn.time)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -20,12 +21,56 @@ from tenacity import (
     Retrying,
     retry_if_result,
     stop_after_attempt,
-    stop_after_delay,
+    stop_before_delay,
     wait_random_exponential,
 )
 
 from locks.lease_renewal import LeaseRenewer, Renew
 from timeline.errors import LockError
+
+_DIGEST = re.compile(r"(digest(?:=|%3D))([^:&\s'\"%]*)(:|%3A)([^&\s'\"]*)", re.IGNORECASE)
+_USERINFO = re.compile(r"(://|%3A%2F%2F)([^/@\s'\"?&#:%]*)(:|%3A)([^/@\s'\"?&#]*)(@|%40)", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """`text` with the password of `digest=user:password` and of `scheme://user:password@host` as `***`.
+
+    Lock URIs carry secrets; every error line and log that may show one goes through here.
+    """
+    return _USERINFO.sub(r"\1\2\3***\5", _DIGEST.sub(r"\1\2\3***", text))
+
+
+class LockServiceUnreachable(LockError):
+    """The lock service did not answer; acquisition retries it like contention, within the same bound."""
+
+
+def connection_cause(err: BaseException) -> str:
+    """A short cause for a failed connection ("connection refused", "timed out"), else the error itself."""
+    seen: list[BaseException] = []
+    pending: list[BaseException | None] = [err]
+    while pending:
+        current = pending.pop()
+        if current is None or current in seen:
+            continue
+        seen.append(current)
+        text = str(current).lower()
+        if isinstance(current, ConnectionRefusedError) or "connection refused" in text:
+            return "connection refused"
+        kwargs = getattr(current, "kwargs", None)
+        nested = kwargs.get("error") if isinstance(kwargs, dict) else None
+        pending += [current.__cause__, current.__context__, nested if isinstance(nested, BaseException) else None]
+    if any(isinstance(e, TimeoutError) or "timed out" in str(e).lower() for e in seen):
+        return "timed out"
+    return redact(f"{type(err).__name__}: {err}")
+
+
+def probe(host: str, port: int, timeout_s: float) -> str | None:
+    """Why a TCP connection to host:port fails (within `timeout_s`), or None when it opens."""
+    try:
+        with socket.create_connection((host, port), timeout=max(timeout_s, 0.01)):
+            return None
+    except OSError as err:
+        return connection_cause(err)
 
 
 @dataclass
@@ -70,6 +115,8 @@ class LockProvider(ABC):
         # For lease-based providers: monotonic time after which the lease may have
         # passed. Counted from when the acquiring or renewing request was SENT.
         self.valid_until: float | None = None
+        self.deadline: float | None = None  # monotonic end of the running acquisition's bound
+        self.last_error: Exception | None = None  # why the last attempt failed, if it raised
         self._lease_s = 0.0
         self._renewer = LeaseRenewer(self.name, self._renewed, self.lost.set)
 
@@ -128,33 +175,60 @@ class LockProvider(ABC):
         if self.lost.is_set():
             raise LockError(f"{self.name} lock was lost (lease expired or session ended)")
 
+    def remaining_s(self, default: float) -> float:
+        """How long a blocking call may take: `default`, cut to what is left of a running acquisition."""
+        if self.deadline is None:
+            return default
+        return max(min(default, self.deadline - time.monotonic()), 0.0)
+
     def acquire(self, timeout_s: float | None = None, instant: str | None = None) -> int:
-        """Retry `try_acquire` with backoff until `timeout_s` (or the policy's bound)."""
+        """Retry `try_acquire` with backoff until `timeout_s` (or the policy's bound).
+
+        No attempt starts after the bound, and providers cut their blocking calls
+        to what is left of it, so an unreachable service gives up on time.
+        """
         bound = self.retry.wait_time_s if timeout_s is None else timeout_s
         self.instant = instant
+        self.last_error = None
         attempts = Retrying(
             retry=retry_if_result(lambda token: token is None),
             wait=wait_random_exponential(multiplier=self.retry.initial_backoff_s, max=self.retry.max_backoff_s),
-            stop=stop_after_delay(bound) | stop_after_attempt(self.retry.num_retries + 1),
+            stop=stop_before_delay(bound) | stop_after_attempt(self.retry.num_retries + 1),
             reraise=True,
         )
+        self.deadline = time.monotonic() + bound
         try:
             token = attempts(self._attempt)
         except RetryError as err:
-            holder = self._describe_holder()
-            raise LockError(f"could not acquire the {self.name} lock within {bound:g}s{holder}") from err
+            failed = self.last_error
+            why = f": {self.describe_failure(failed)}" if failed is not None else self._describe_holder()
+            raise LockError(redact(f"could not acquire the {self.name} lock within {bound:g}s{why}")) from err
+        finally:
+            self.deadline = None
         self.lost.clear()
         self.token = token
         return token
 
     def _attempt(self) -> int | None:
         try:
-            return self.try_acquire()
+            token = self.try_acquire()
+        except LockServiceUnreachable as err:
+            self.last_error = err
+            return None
         except LockError:
             raise
-        except Exception:
+        except Exception as err:
             # An unreachable lock service is retried like contention, within the same bound.
+            self.last_error = err
             return None
+        self.last_error = None
+        return token
+
+    def describe_failure(self, err: Exception) -> str:
+        """Why the last attempt failed, for the error line (never with a secret in it)."""
+        if isinstance(err, LockServiceUnreachable):
+            return str(err)
+        return f"the {self.name} lock service failed: {connection_cause(err)}"
 
     def _describe_holder(self) -> str:
         try:

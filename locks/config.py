@@ -9,10 +9,11 @@ URIs: `file`, `memory`, `zk://HOST:PORT[,HOST:PORT]/BASE_PATH`,
 
 from __future__ import annotations
 
+import math
 import re
 from urllib.parse import parse_qsl, urlsplit
 
-from locks.base import LockProvider, RetryPolicy
+from locks.base import LockProvider, RetryPolicy, redact
 from timeline.errors import BadInputError
 
 ZK_PROVIDER = "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"
@@ -27,7 +28,13 @@ _ALLOWED = {
     "zk": _COMMON | {"session_timeout_ms", "connection_timeout_ms", "digest"},
     "dynamodb": _COMMON | {"lease_ms", "region", "endpoint"},
 }
-_HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+_HOST_PORT = re.compile(r"^([A-Za-z0-9_.\-\[\]:]+):([0-9]+)$")
+_ZK_NODE = re.compile(r"[^\x00-\x1f\x7f-\x9f/]+")  # ZooKeeper refuses control characters in node names
+
+
+def _bad(uri: str, detail: str) -> BadInputError:
+    """Bad input naming the URI, with every password in it redacted."""
+    return BadInputError(redact(f"lock URI {uri!r}: {detail}"))
 
 
 def _number(params: dict[str, str], key: str, uri: str, default: float) -> float:
@@ -35,10 +42,12 @@ def _number(params: dict[str, str], key: str, uri: str, default: float) -> float
         return default
     try:
         value = float(params[key])
-    except ValueError as err:
-        raise BadInputError(f"lock URI {uri!r}: {key}={params[key]!r} is not a number") from err
+    except ValueError:
+        raise _bad(uri, f"{key}={params[key]!r} is not a number") from None
     if value < 0:
-        raise BadInputError(f"lock URI {uri!r}: {key} must not be negative")
+        raise _bad(uri, f"{key} must not be negative")
+    if not math.isfinite(value):
+        raise _bad(uri, f"{key} must be a finite number")
     return value
 
 
@@ -59,14 +68,14 @@ def open_lock(uri: str, table_base: str, table_name: str) -> LockProvider:
         parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     if scheme not in _ALLOWED:
-        raise BadInputError(f"lock URI {uri!r}: unknown scheme {scheme or uri!r} (file, memory, zk://, dynamodb://)")
+        raise _bad(uri, f"unknown scheme {scheme or uri!r} (file, memory, zk://, dynamodb://)")
     try:
         params = dict(parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query)))
-    except ValueError as err:
-        raise BadInputError(f"lock URI {uri!r}: malformed query {parts.query!r}") from err
+    except ValueError:
+        raise _bad(uri, f"malformed query {parts.query!r}") from None
     unknown = set(params) - _ALLOWED[scheme]
     if unknown:
-        raise BadInputError(f"lock URI {uri!r}: unknown parameter(s) {', '.join(sorted(unknown))}")
+        raise _bad(uri, f"unknown parameter(s) {', '.join(sorted(unknown))}")
     retry = _retry(params, uri)
     lock_key = params.get("lock_key") or table_name
     if scheme == "file":
@@ -86,16 +95,26 @@ def _zookeeper(uri, parts, params, lock_key, retry) -> LockProvider:
     from locks.zookeeper_lock import ZookeeperLock
 
     hosts = parts.netloc
-    if not hosts or not all(_HOST_PORT.match(h) for h in hosts.split(",")):
-        raise BadInputError(f"lock URI {uri!r}: hosts {hosts!r} must be HOST:PORT[,HOST:PORT]")
+    if "@" in hosts:
+        raise _bad(uri, "hosts must not carry credentials (put them in the digest parameter)")
+    for host in hosts.split(",") if hosts else [""]:
+        m = _HOST_PORT.match(host)
+        if not m:
+            raise _bad(uri, f"hosts {hosts!r} must be HOST:PORT[,HOST:PORT]")
+        if not 1 <= int(m.group(2)) <= 65535:
+            raise _bad(uri, f"port {m.group(2)} of {host!r} is not between 1 and 65535")
     base_path = parts.path
     if not base_path or base_path == "/":
-        raise BadInputError(f"lock URI {uri!r}: a base path is required (zk://HOST:PORT/BASE_PATH)")
+        raise _bad(uri, "a base path is required (zk://HOST:PORT/BASE_PATH)")
+    if not all(_is_zk_node(node) for node in base_path[1:].removesuffix("/").split("/")):
+        raise _bad(uri, f"base path {base_path!r} has an empty, '.', '..' or control-character node name")
+    if not _is_zk_node(lock_key):
+        raise _bad(uri, f"lock key {lock_key!r} is not one ZooKeeper node name (set lock_key=NAME)")
     digest = None
     if "digest" in params:
         user, sep, password = params["digest"].partition(":")
         if not sep or not user:
-            raise BadInputError(f"lock URI {uri!r}: digest must be user:password")
+            raise _bad(uri, "digest must be user:password")
         digest = (user, password)
     return ZookeeperLock(
         hosts,
@@ -108,15 +127,19 @@ def _zookeeper(uri, parts, params, lock_key, retry) -> LockProvider:
     )
 
 
+def _is_zk_node(name: str) -> bool:
+    return name not in (".", "..") and bool(_ZK_NODE.fullmatch(name))
+
+
 def _dynamodb(uri, parts, params, lock_key, retry) -> LockProvider:
     from locks.dynamodb_lock import DynamoDBLock
 
     table = parts.netloc
     if not re.fullmatch(r"[A-Za-z0-9_.\-]{3,255}", table or ""):
-        raise BadInputError(f"lock URI {uri!r}: {table!r} is not a DynamoDB table name")
+        raise _bad(uri, f"{table!r} is not a DynamoDB table name")
     endpoint = params.get("endpoint") or None
     if endpoint and not re.match(r"^https?://[^/]+", endpoint):
-        raise BadInputError(f"lock URI {uri!r}: endpoint {endpoint!r} must be an http(s) URL")
+        raise _bad(uri, f"endpoint {endpoint!r} must be an http(s) URL")
     return DynamoDBLock(
         table,
         lock_key,

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from locks.base import LockProvider, OwnerInfo, RetryPolicy
+from locks.base import LockProvider, LockServiceUnreachable, OwnerInfo, RetryPolicy, connection_cause, redact
 from timeline.errors import BadInputError
 
 KEY_ATTRIBUTE = "key"
@@ -36,12 +38,24 @@ class DynamoDBLock(LockProvider):
         from botocore.config import Config
 
         self.table = table
+        self.where = redact(endpoint_url) if endpoint_url else f"region {region}"
         self.lock_key = lock_key
         self.lease_s = lease_s
         config = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 1})
         self.client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url, config=config)
         self.rvn: str | None = None
         self._table_ready = False
+
+    @contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """Turn a connection failure into LockServiceUnreachable naming the endpoint (without credentials)."""
+        from botocore.exceptions import ConnectionError, HTTPClientError
+
+        try:
+            yield
+        except (ConnectionError, HTTPClientError) as err:
+            cause = connection_cause(err)
+            raise LockServiceUnreachable(f"cannot reach the dynamodb lock service at {self.where}: {cause}") from err
 
     def _ensure_table(self) -> None:
         if self._table_ready:
@@ -69,6 +83,10 @@ class DynamoDBLock(LockProvider):
         self._table_ready = True
 
     def try_acquire(self) -> int | None:
+        with self._reaching():
+            return self._try_acquire()
+
+    def _try_acquire(self) -> int | None:
         self._ensure_table()
         rvn = uuid.uuid4().hex
         sent_at = time.monotonic()
@@ -140,17 +158,19 @@ class DynamoDBLock(LockProvider):
         self.valid_until = None
 
     def owner(self) -> OwnerInfo | None:
-        self._ensure_table()
-        item = self.client.get_item(TableName=self.table, Key={KEY_ATTRIBUTE: {"S": self.lock_key}}).get("Item")
+        with self._reaching():
+            self._ensure_table()
+            item = self.client.get_item(TableName=self.table, Key={KEY_ATTRIBUTE: {"S": self.lock_key}}).get("Item")
         if not item or "rvn" not in item or int(item["expires_at"]["N"]) < time.time() * 1000:
             return None
         return OwnerInfo.from_json(item["owner_info"]["S"])
 
     def force_release(self) -> None:
-        self._ensure_table()
-        self.client.update_item(
-            TableName=self.table,
-            Key={KEY_ATTRIBUTE: {"S": self.lock_key}},
-            UpdateExpression="REMOVE rvn, owner_info SET expires_at = :zero",
-            ExpressionAttributeValues={":zero": {"N": "0"}},
-        )
+        with self._reaching():
+            self._ensure_table()
+            self.client.update_item(
+                TableName=self.table,
+                Key={KEY_ATTRIBUTE: {"S": self.lock_key}},
+                UpdateExpression="REMOVE rvn, owner_info SET expires_at = :zero",
+                ExpressionAttributeValues={":zero": {"N": "0"}},
+            )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from locks.base import LockProvider, OwnerInfo, RetryPolicy
+from locks.base import LockProvider, LockServiceUnreachable, OwnerInfo, RetryPolicy, connection_cause, probe
 from timeline.errors import LockError
 
 
@@ -32,6 +32,7 @@ class ZookeeperLock(LockProvider):
         from kazoo.client import KazooClient
         from kazoo.security import make_digest_acl
 
+        self.hosts = hosts
         self.path = f"{base_path.rstrip('/')}/{lock_key}"
         self.connection_timeout_s = connection_timeout_s
         self.session_timeout_s = session_timeout_s
@@ -62,17 +63,41 @@ class ZookeeperLock(LockProvider):
                 self.lost.set()
 
     def _ensure_started(self) -> None:
-        if not self._started:
-            self.client.start(timeout=self.connection_timeout_s)
-            self._started = True
-            self.client.ensure_path(self.path)
+        """Connect within what is left of the acquisition's bound; failing that, say why.
+
+        A plain TCP probe first: when no server accepts a connection the attempt
+        fails at once with the socket's reason, instead of kazoo waiting out its timeout.
+        """
+        if self._started:
+            return
+        where = f"cannot reach the zookeeper lock service at {self.hosts}"
+        refused = self._refusal()
+        if refused is not None:
+            raise LockServiceUnreachable(f"{where}: {refused}")
+        try:
+            self.client.start(timeout=self.remaining_s(self.connection_timeout_s))
+        except Exception as err:
+            raise LockServiceUnreachable(f"{where}: {connection_cause(err)}") from err
+        self._started = True
+        self.client.ensure_path(self.path)
+
+    def _refusal(self) -> str | None:
+        """Why no host accepts a TCP connection (one reason for all), or None when one does."""
+        causes = set()
+        for host_port in self.hosts.split(","):
+            host, _, port = host_port.rpartition(":")
+            cause = probe(host.strip("[]"), int(port), self.remaining_s(self.connection_timeout_s))
+            if cause is None:
+                return None
+            causes.add(cause)
+        return " / ".join(sorted(causes))
 
     def try_acquire(self) -> int | None:
         self._ensure_started()
         if self._lock is None:
             self._lock = self.client.Lock(self.path, OwnerInfo(instant=self.instant).to_json())
         # Wait briefly on the recipe's watch rather than polling: contenders queue fairly.
-        if not self._lock.acquire(blocking=True, timeout=self.attempt_wait_s):
+        if not self._lock.acquire(blocking=True, timeout=max(self.remaining_s(self.attempt_wait_s), 0.01)):
             return None
         token = int(self._lock.node[-10:])
         self._lock.data = OwnerInfo(instant=self.instant, token=token).to_json().encode()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from timeline import partition_path
 from timeline.errors import CorruptInstantError
+from timeline.instant import validate_instant_time
 
 
 @dataclass
@@ -118,15 +120,31 @@ class CommitMetadata:
                 p: [WriteStat.from_json(s) for s in (lst or [])]
                 for p, lst in (doc.get("partitionToWriteStats") or {}).items()
             }
+            extra = dict(doc.get("extraMetadata") or {})
+            schema = extra.pop("schema", None)
+            metadata = CommitMetadata(
+                partition_to_write_stats=stats,
+                operation_type=doc.get("operationType") or "UNKNOWN",
+                schema=schema,
+                extra_metadata=extra,
+                compacted=bool(doc.get("compacted")),
+                partition_to_replace_file_ids=doc.get("partitionToReplaceFileIds"),
+            )
+            metadata.check(source)
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise CorruptInstantError(f"{source} is not valid commit metadata JSON: {err}") from err
-        extra = dict(doc.get("extraMetadata") or {})
-        schema = extra.pop("schema", None)
-        return CommitMetadata(
-            partition_to_write_stats=stats,
-            operation_type=doc.get("operationType") or "UNKNOWN",
-            schema=schema,
-            extra_metadata=extra,
-            compacted=bool(doc.get("compacted")),
-            partition_to_replace_file_ids=doc.get("partitionToReplaceFileIds"),
-        )
+        return metadata
+
+    def check(self, source: str) -> None:
+        """Partition paths, file paths and prevCommit of a file read back: these name files later."""
+        for partition, stats in self.partition_to_write_stats.items():
+            partition_path.canonical(partition, f"{source}: partitionToWriteStats", CorruptInstantError)
+            for stat in stats:
+                where = f"{source}: write stat of file group {partition_path.shown(stat.file_id)}"
+                partition_path.canonical(stat.partition_path, f"{where}: partitionPath", CorruptInstantError)
+                if stat.path:
+                    partition_path.split_file_path(stat.path, f"{where}: path", CorruptInstantError)
+                if stat.prev_commit != "null":
+                    validate_instant_time(stat.prev_commit, f"{where}: prevCommit")
+        for partition in self.partition_to_replace_file_ids or {}:
+            partition_path.canonical(partition, f"{source}: partitionToReplaceFileIds", CorruptInstantError)

@@ -6,6 +6,9 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from timeline import partition_path
+from timeline.errors import CorruptInstantError
+
 PARQUET = ".parquet"
 PARTITION_METADATA = ".hoodie_partition_metadata"
 _BASE_RE = re.compile(r"^([^_/]+)_(\d+-\d+-\d+)_(\d{14,17})\.parquet$")
@@ -44,17 +47,21 @@ def base_file_name(file_id: str, token: str, instant: str) -> str:
 
 
 def parse_base_file(partition: str, name: str, size: int = 0) -> BaseFile | None:
-    """The base file a name stands for, or None if it is not a Hudi base file name."""
+    """The base file a name stands for, or None if it is not a Hudi base file name.
+
+    Names come from listings and metadata records: a partition that is not
+    canonical means a corrupt record, never a path to use.
+    """
     m = _BASE_RE.match(name)
     if not m:
         return None
+    partition_path.canonical(partition, f"base file {name!r}", CorruptInstantError)
     return BaseFile(partition, m.group(1), m.group(2), m.group(3), size)
 
 
 def split_path(path: str) -> tuple[str, str]:
-    """(partition, file name) of a path relative to the table base."""
-    partition, _, name = path.rpartition("/")
-    return partition, name
+    """(partition, file name) of a path relative to the table base; a non-canonical partition is bad input."""
+    return partition_path.split_file_path(path, f"path {partition_path.shown(path)}")
 
 
 def group_by_partition(paths: list[str]) -> dict[str, list[str]]:

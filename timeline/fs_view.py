@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from timeline import partition_path
 from timeline.active_timeline import ActiveTimeline
-from timeline.file_names import BaseFile, parse_base_file, split_path
+from timeline.file_names import BaseFile, parse_base_file
 from timeline.storage import FileEntry, Storage
 
 
@@ -27,14 +28,23 @@ LISTING_THREADS = 16
 
 
 def list_table_files(storage: Storage) -> list[FileEntry]:
-    """Every file outside `.hoodie/`, listed one top-level folder per thread."""
+    """Every file outside `.hoodie/` in canonical partition folders, one top-level folder per thread.
+
+    Folders that are not canonical partition paths (hidden ones, the timeline)
+    cannot hold table data, and the listing never follows a symlink.
+    """
     top = [i for i in storage.list_dir("") if not i.base_name.startswith(".")]
     entries = [FileEntry(i.base_name, int(i.size or 0)) for i in top if i.type.name == "File"]
-    folders = [i.base_name for i in top if i.type.name == "Directory"]
+    folders = [i.base_name for i in top if i.type.name == "Directory" and partition_path.problem(i.base_name) is None]
     with ThreadPoolExecutor(LISTING_THREADS) as pool:
         for listed in pool.map(storage.list_files, folders):
-            entries.extend(listed)
+            entries.extend(e for e in listed if _in_partition(e.path))
     return entries
+
+
+def _in_partition(path: str) -> bool:
+    """Whether a listed file sits in a canonical partition folder (not in a hidden one, say)."""
+    return partition_path.problem(path.rpartition("/")[0]) is None
 
 
 def list_base_files(storage: Storage) -> list[BaseFile]:
@@ -43,11 +53,12 @@ def list_base_files(storage: Storage) -> list[BaseFile]:
 
 
 def parse_listing(entries: Iterable[FileEntry]) -> list[BaseFile]:
+    """Base files among listed entries; hidden files and non-canonical folders are skipped."""
     files = []
     for entry in entries:
-        if entry.path.startswith(".hoodie/") or "/." in f"/{entry.path}":
+        partition, _, name = entry.path.rpartition("/")
+        if name.startswith(".") or partition_path.problem(partition) is not None:
             continue
-        partition, name = split_path(entry.path)
         parsed = parse_base_file(partition, name, entry.size)
         if parsed is not None:
             files.append(parsed)

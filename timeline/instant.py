@@ -9,6 +9,8 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from functools import lru_cache
 
+from timeline.errors import CorruptInstantError
+
 INSTANT_FORMAT = "%Y%m%d%H%M%S%f"
 INSTANT_LENGTH = 17
 
@@ -44,7 +46,8 @@ KNOWN_ACTIONS = {
 WRITE_ACTIONS = {COMMIT, DELTA_COMMIT, REPLACE_COMMIT, COMPACTION}
 TABLE_SERVICE_ACTIONS = {CLEAN, ROLLBACK, COMPACTION, LOG_COMPACTION, RESTORE, INDEXING}
 
-_FILE_RE = re.compile(r"^(\d{14,17})\.([a-z]+)(?:\.(requested|inflight))?$")
+_TIME_RE = re.compile(r"[0-9]{14}(?:[0-9]{3})?")  # ASCII digits only: `\d` also matches other scripts' digits
+_FILE_RE = re.compile(r"^([0-9]{14,17})\.([a-z]+)(?:\.(requested|inflight))?$")
 
 
 @dataclass(frozen=True, order=True)
@@ -97,13 +100,25 @@ def parse_instant_file(name: str) -> Instant | None:
     return Instant(time, action, State.COMPLETED)
 
 
+def validate_instant_time(value: object, where: str) -> str:
+    """`value` if it is an instant time (17 digits, or Hudi's legacy 14), else CorruptInstantError.
+
+    Instant times read from files become parts of paths (`T.commit`, `.temp/T`,
+    `.heartbeat/T`); anything else there could name another file.
+    """
+    if isinstance(value, str) and _TIME_RE.fullmatch(value):
+        return value
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "..."
+    raise CorruptInstantError(f"{where}: {shown} is not an instant time (yyyyMMddHHmmssSSS)")
+
+
 def format_instant_time(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime(INSTANT_FORMAT)[:INSTANT_LENGTH]
 
 
 def parse_instant_time(text: str) -> datetime:
     """Parse `yyyyMMddHHmmss[SSS]` as UTC; raises ValueError on anything else."""
-    if not re.fullmatch(r"\d{14}(\d{3})?", text):
+    if not _TIME_RE.fullmatch(text):
         raise ValueError(f"{text!r} is not an instant time (yyyyMMddHHmmssSSS)")
     padded = text if len(text) == INSTANT_LENGTH else text + "000"
     return datetime.strptime(padded + "000", INSTANT_FORMAT).replace(tzinfo=timezone.utc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from timeline import partition_path
 from timeline.errors import BadInputError
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -38,14 +39,31 @@ def record_keys(table: pa.Table, fields: list[str]) -> pa.ChunkedArray:
 
 
 def partition_paths(table: pa.Table, fields: list[str], hive_style: bool) -> pa.ChunkedArray:
-    """`v1/v2` or `f1=v1/f2=v2`; empty for non-partitioned tables."""
+    """`v1/v2` or `f1=v1/f2=v2`; empty for non-partitioned tables.
+
+    Every distinct path is checked here, before any file of the write is made:
+    a value that would not make a canonical partition path is bad input naming
+    its column.
+    """
     if not fields:
         return pa.chunked_array([pa.array([""] * table.num_rows, pa.string())])
     parts = []
     for name in fields:
         values = _as_strings(table, name)
         values = pc.if_else(pc.or_kleene(pc.is_null(values), pc.equal(values, "")), DEFAULT_PARTITION, values)
-        parts.append(pc.binary_join_element_wise(f"{name}=", values, "") if hive_style else values)
+        part = pc.binary_join_element_wise(f"{name}=", values, "") if hive_style else values
+        _check_values(part, name, len(f"{name}=") if hive_style else 0)
+        parts.append(part)
     if len(parts) == 1:
         return parts[0]
-    return pc.binary_join_element_wise(*parts, "/")
+    paths = pc.binary_join_element_wise(*parts, "/")
+    for path in pc.unique(paths).to_pylist():
+        partition_path.canonical(path, f"partition columns {', '.join(fields)}")
+    return paths
+
+
+def _check_values(part: pa.ChunkedArray, column: str, prefix: int) -> None:
+    """Each distinct path piece of one column (`prefix` = length of `name=`), named by its value."""
+    for piece in pc.unique(part).to_pylist():
+        where = f"partition column {column!r} value {partition_path.shown(piece[prefix:])}"
+        partition_path.canonical(piece, where)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -195,19 +196,70 @@ class Storage:
         return self.fs.open_output_stream(target)
 
     def list_dir(self, rel: str) -> list[pafs.FileInfo]:
-        """Direct children of a folder (empty if the folder is absent)."""
+        """Direct children of a folder (empty if the folder is absent); symlinks are skipped."""
+        if not self.is_s3:
+            return _local_children(self.full(rel))
         selector = pafs.FileSelector(self.full(rel), allow_not_found=True, recursive=False)
         return self.fs.get_file_info(selector)
 
     def list_files(self, rel: str = "", recursive: bool = True) -> list[FileEntry]:
-        """Files below a folder, as paths relative to the base."""
-        selector = pafs.FileSelector(self.full(rel), allow_not_found=True, recursive=recursive)
+        """Files below a folder, as paths relative to the base.
+
+        Locally the walk never follows a symlink: a link loop inside a table
+        must not hang the listing or show files twice under phantom folders.
+        """
         skip = len(self.root) + 1
+        if not self.is_s3:
+            return [FileEntry(path[skip:], size) for path, size in _local_walk(self.full(rel), recursive)]
+        selector = pafs.FileSelector(self.full(rel), allow_not_found=True, recursive=recursive)
         return [
             FileEntry(info.path[skip:], int(info.size or 0))
             for info in self.fs.get_file_info(selector)
             if info.type == pafs.FileType.File
         ]
+
+
+def _scan(folder: str) -> Iterator[tuple[str, int | None]]:
+    """(path, size) of each file and (path, None) of each folder directly in `folder`.
+
+    Symlinks are not followed (nor listed); entries that vanish meanwhile are left out.
+    """
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        try:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                yield entry.path, None
+            elif entry.is_file(follow_symlinks=False):
+                yield entry.path, entry.stat(follow_symlinks=False).st_size
+        except FileNotFoundError:
+            continue
+
+
+def _local_children(folder: str) -> list[pafs.FileInfo]:
+    """`_scan` as pyarrow FileInfos, the type `list_dir` returns on S3 too."""
+    out = []
+    for path, size in _scan(folder):
+        kind = pafs.FileType.Directory if size is None else pafs.FileType.File
+        out.append(pafs.FileInfo(path, kind, size=size))
+    return out
+
+
+def _local_walk(folder: str, recursive: bool) -> list[tuple[str, int]]:
+    """(path, size) of the files below `folder`, never through a symlink."""
+    files = []
+    pending = [folder]
+    while pending:
+        for path, size in _scan(pending.pop()):
+            if size is not None:
+                files.append((path, size))
+            elif recursive:
+                pending.append(path)
+    return files
 
 
 def _s3_filesystem() -> pafs.S3FileSystem:

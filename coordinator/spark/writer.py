@@ -54,7 +54,7 @@ from coordinator.writer import (
     with_keys,
 )
 from locks.base import LockProvider
-from timeline import keys
+from timeline import keys, partition_path
 from timeline.avro_schema import arrow_to_avro
 from timeline.commit_metadata import WriteStat
 from timeline.errors import BadInputError
@@ -172,6 +172,8 @@ class SparkWriter:
         keyed = keyed.persist()
         try:
             counts = {r[0]: r[1] for r in keyed.groupBy(PARTITION).count().collect()}
+            for path in counts:  # SQL-built paths skip the key generator's check
+                partition_path.canonical(path, f"partition columns {', '.join(self.table.config.partition_fields)}")
             partitions = sorted(counts)
             files = [f for f in view.latest_base_files() if self.coordinator.global_index or f.partition in counts]
             tagged = self._tag(keyed, files, plan.operation, sum(counts.values()))

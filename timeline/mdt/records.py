@@ -7,7 +7,9 @@ partitions. Merge: union of files, a tombstone removes, size = max.
 
 from __future__ import annotations
 
+from timeline import partition_path
 from timeline.commit_metadata import CommitMetadata
+from timeline.errors import CorruptInstantError
 from timeline.file_names import group_by_partition, split_path
 
 ALL_PARTITIONS = "__all_partitions__"
@@ -45,11 +47,15 @@ RECORD_SCHEMA = {
 
 
 def partition_key(partition: str) -> str:
+    partition_path.canonical(partition, "metadata table record")
     return partition or NON_PARTITIONED
 
 
 def data_partition(key: str) -> str:
-    return "" if key == NON_PARTITIONED else key
+    """The data partition a record key names; a key that is no canonical partition path is a corrupt record."""
+    if key == NON_PARTITIONED:
+        return ""
+    return partition_path.canonical(key, "metadata table record key", CorruptInstantError)
 
 
 def file_list(partition: str, added: dict[str, int], deleted: list[str] = ()) -> dict:
