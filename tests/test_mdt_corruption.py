@@ -341,7 +341,7 @@ def test_an_interrupted_initialization_is_not_read_but_the_next_write_finishes_i
     from timeline.mdt.health import MetadataFallbackWarning, check_writable
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], with_metadata=False)
-    writer = LocalWriter(table)
+    writer = LocalWriter(table, coordinator=CoordinatorConfig(metadata_enabled=False))  # no MDT built by the write
     writer.write(pa.table(INSERT), "insert")
     with pytest.raises(SimulatedCrash), simulate("mdt.compaction.inflight"):
         initialize(table.metadata(), "t", table.timeline())
@@ -364,7 +364,8 @@ def test_writes_made_while_the_mdt_was_hidden_are_caught_when_it_returns(templat
     record_metadata_table(Table.open(str(base)).storage, False)
     hidden = tmp_path / "hidden.properties"
     (base / layout.MDT_PROPERTIES).rename(hidden)
-    written = LocalWriter(Table.open(str(base))).write(pa.table(NEXT_UPSERT), "upsert")
+    no_build = CoordinatorConfig(metadata_enabled=False)  # a writer that does not build a missing MDT
+    written = LocalWriter(Table.open(str(base)), coordinator=no_build).write(pa.table(NEXT_UPSERT), "upsert")
     hidden.rename(base / layout.MDT_PROPERTIES)
     table = Table.open(str(base))
     assert not table.has_metadata_table() and table.metadata().exists()
