@@ -124,7 +124,12 @@ def test_any_sequence_keeps_mdt_equal_to_storage(tmp_path_factory, ops, rnd):
             model = {k: v for k, v in model.items() if CITIES[k % 3] != arg}
             model.update(dict.fromkeys(ids, version))
         elif kind == "clean":
-            clean(table, CoordinatorConfig(clean_policy=arg, commits_retained=1, max_delta_commits=3, failed_writes_policy="EAGER"))
+            clean(
+                table,
+                CoordinatorConfig(
+                    clean_policy=arg, commits_retained=1, max_delta_commits=3, failed_writes_policy="EAGER"
+                ),
+            )
         elif kind == "crash":
             ids = list(range(next_id, next_id + 2))
             next_id += 2
