@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chaos.crash_points import crash_point, register
+from coordinator import conflicts
 from timeline import outcome, partition_path
 from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
@@ -94,8 +95,6 @@ def _watched_by_pending(timeline: ActiveTimeline) -> list[str]:
     A pending write whose inflight file does not say (not yet written, or written
     by an older version) keeps the whole active timeline.
     """
-    from coordinator.transaction import WATCHED_KEY
-
     watched = []
     for pending in timeline.pending():
         if pending.action not in WRITE_ACTIONS:
@@ -104,9 +103,10 @@ def _watched_by_pending(timeline: ActiveTimeline) -> list[str]:
             doc = CommitMetadata.from_json_bytes(timeline.read(pending.with_state(State.INFLIGHT)), pending.time)
         except (FileNotFoundError, CorruptInstantError):
             doc = None
-        if doc is None or WATCHED_KEY not in doc.extra_metadata:
+        recorded = None if doc is None else conflicts.watched_of(doc)
+        if recorded is None:
             return [timeline.earliest_time()]
-        watched += [t for t in str(doc.extra_metadata[WATCHED_KEY]).split(",") if t]
+        watched += recorded
     return watched
 
 

@@ -25,6 +25,19 @@ from timeline.file_names import parse_base_file
 from timeline.instant import CLEAN, REPLACE_COMMIT, WRITE_ACTIONS, Instant, State
 from timeline.mdt.table import MetadataTable
 
+WATCHED_KEY = "tandem.begin.pending"  # extraMetadata: write instants pending at T's begin
+
+
+def encode_watched(watched: frozenset[str]) -> str:
+    return ",".join(sorted(watched))
+
+
+def watched_of(metadata: CommitMetadata) -> list[str] | None:
+    """What a write recorded as watched at its begin; None if it did not record it."""
+    if WATCHED_KEY not in metadata.extra_metadata:
+        return None
+    return [t for t in str(metadata.extra_metadata[WATCHED_KEY]).split(",") if t]
+
 
 def completed_since(timeline: ActiveTimeline, seen: frozenset[str], own: str) -> list[Instant]:
     """Write instants completed after a transaction whose begin saw `seen` as completed."""

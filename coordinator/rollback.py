@@ -62,9 +62,7 @@ def _plan(instant: Instant, paths: list[str]) -> dict:
 
 def roll_forward(table: Table, target: Instant, decided: outcome.Outcome) -> None:
     """Complete `target` from its commit decision (its writer died between the decision and T.commit)."""
-    from coordinator.transaction import complete_decided
-
-    complete_decided(table.timeline(), target, decided.payload)
+    outcome.complete(table.timeline(), target, decided.payload)
 
 
 def rollback(table: Table, target: Instant) -> str | None:

@@ -48,7 +48,6 @@ COMMIT_RELEASED = register("commit.released", "lock released, heartbeat stopped"
 COMMIT_CLEANED = register("commit.cleanup", "markers of T deleted")
 
 TOKEN_KEY = "tandem.lock.token"
-WATCHED_KEY = "tandem.begin.pending"  # write instants pending at begin: archival keeps what they may complete
 LOG = logging.getLogger(__name__)
 
 
@@ -111,7 +110,7 @@ class Transaction:
             crash_point(BEGIN_REQUESTED)
             self.heartbeat = Heartbeat.from_config(self.table.storage, time, self.config)
             self.heartbeat.start()
-            extra = {TOKEN_KEY: str(token), WATCHED_KEY: ",".join(sorted(self.watched))}
+            extra = {TOKEN_KEY: str(token), conflicts.WATCHED_KEY: conflicts.encode_watched(self.watched)}
             inflight_doc = CommitMetadata(operation_type=self.operation, extra_metadata=extra)
             self.instant = timeline.transition_to_inflight(instant, inflight_doc.to_json_bytes())
             crash_point(BEGIN_INFLIGHT)
@@ -178,7 +177,7 @@ class Transaction:
                 crash_point(COMMIT_LOCKED)
                 self.finalize(metadata)
                 metadata.extra_metadata[TOKEN_KEY] = str(token)
-                metadata.extra_metadata[WATCHED_KEY] = ",".join(sorted(self.watched))
+                metadata.extra_metadata[conflicts.WATCHED_KEY] = conflicts.encode_watched(self.watched)
                 self.lock.check()
                 self.mirror_to_metadata(metadata, timeline)
                 crash_point(COMMIT_MIRRORED)
@@ -212,7 +211,7 @@ class Transaction:
                 f"instant {self.time} was rolled back by another process while this writer held no valid lock; "
                 "nothing was committed"
             )
-        self.instant = complete_decided(timeline, self.instant, decided.payload)
+        self.instant = outcome.complete(timeline, self.instant, decided.payload)
         return self.instant
 
     def _archive_if_due(self, timeline: ActiveTimeline) -> None:
@@ -251,7 +250,7 @@ class Transaction:
         timeline = self.table.timeline()
         decided = outcome.claim(self.table.storage, self.time, outcome.ROLLBACK)
         if decided.is_commit:
-            self.instant = complete_decided(timeline, self.instant, decided.payload)
+            self.instant = outcome.complete(timeline, self.instant, decided.payload)
             return
         # What this process wrote, too: a rollback by another process (this one was
         # paused past its heartbeat) deletes the markers, then a file may still land.
@@ -327,16 +326,3 @@ class Transaction:
                 self.heartbeat.stop(delete=False)
                 self.heartbeat = None
             self.close()
-
-
-def complete_decided(timeline: ActiveTimeline, instant: Instant, payload: bytes) -> Instant:
-    """Create `instant`'s completed file for a commit decision; a roll-forward may have done it already."""
-    done = instant.with_state(State.COMPLETED)
-    if timeline.storage.exists(timeline.path(done)):
-        return done
-    try:
-        return timeline.complete(instant, payload)
-    except TandemError:
-        if timeline.storage.exists(timeline.path(done)):
-            return done
-        raise

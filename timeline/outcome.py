@@ -18,7 +18,9 @@ import os
 import socket
 from dataclasses import dataclass
 
-from timeline.errors import CorruptInstantError
+from timeline.active_timeline import ActiveTimeline
+from timeline.errors import CorruptInstantError, TandemError
+from timeline.instant import Instant, State
 from timeline.storage import Storage
 
 OUTCOME_DIR = ".hoodie/.tandem-outcome"
@@ -86,3 +88,16 @@ def forget(storage: Storage, time: str) -> None:
     found = read(storage, time)
     if found is not None and found.is_commit:
         storage.delete(outcome_path(time))
+
+
+def complete(timeline: ActiveTimeline, instant: Instant, payload: bytes) -> Instant:
+    """Create `instant`'s completed file for a commit decision; a roll-forward may have done it already."""
+    done = instant.with_state(State.COMPLETED)
+    if timeline.storage.exists(timeline.path(done)):
+        return done
+    try:
+        return timeline.complete(instant, payload)
+    except TandemError:
+        if timeline.storage.exists(timeline.path(done)):
+            return done
+        raise

@@ -29,7 +29,7 @@ from timeline.errors import TandemError
 from timeline.instant import CLEAN, COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.mdt import layout
 from timeline.mdt import records as rec
-from timeline.mdt.log import DATA, SEAL, LogBlock, encode_log, rolled_back_targets
+from timeline.mdt.log import DATA, SEAL, LogBlock, rolled_back_targets
 from timeline.mdt.reader import MetadataReader, base_records
 from timeline.mdt.table import MetadataTable
 
@@ -112,10 +112,7 @@ def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
     if current is None or not current.logs:
         return None
     time = mdt.next_instant(data_timeline)
-    version = current.max_version + 1
-    seal = encode_log([LogBlock(time, SEAL, [], {"compaction": time})])
-    while not mdt.storage.create_if_absent(layout.log_path(base_instant, version), seal):
-        version += 1
+    version = mdt.append_block(LogBlock(time, SEAL, [], {"compaction": time}), base_instant)
     crash_point(SEALED)
     return _write_plan(mdt, timeline, base_instant, version, time)
 

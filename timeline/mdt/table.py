@@ -177,15 +177,15 @@ class MetadataTable:
             return None
         return {(str(p), str(f)) for p, f in doc["touched"]}
 
-    def append_block(self, block: LogBlock) -> str:
-        """Append `block` as a new log version of the writer slice (any free version will do)."""
-        base_instant = layout.writer_slice(self.timeline())
+    def append_block(self, block: LogBlock, base_instant: str | None = None) -> int:
+        """Append `block` as the next free log version of a slice (the writer slice by default); its version."""
+        base_instant = base_instant or layout.writer_slice(self.timeline())
         current = self.slices().get(base_instant)
         version = (current.max_version if current else 0) + 1
         data = encode_log([block])
         while not self.storage.create_if_absent(layout.log_path(base_instant, version), data):
             version += 1
-        return layout.log_path(base_instant, version)
+        return version
 
     def rollback(self, time: str, data_timeline: ActiveTimeline) -> bool:
         """Undo MDT deltacommit `time` without touching the log chain.
