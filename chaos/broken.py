@@ -12,6 +12,8 @@ from coordinator.transaction import Transaction
 from timeline.active_timeline import ActiveTimeline
 from timeline.fs_view import FileSystemView
 from timeline.instant import State
+from timeline.mdt import indexes as mdt_indexes
+from timeline.mdt.log import DATA, FILES, block_partition
 from timeline.mdt.reader import MetadataReader
 
 
@@ -49,14 +51,33 @@ class _EverythingCompleted:
 def no_completed_instant_filter() -> None:
     """Readers take every MDT log block and every file, whether its instant completed or not."""
     MetadataReader.is_valid = lambda self, time: True
-    MetadataReader._filter_by_data_timeline = lambda self, listing: listing
+    MetadataReader._filter_by_data_timeline = lambda self, listing, instants: listing
     view_init = FileSystemView.__init__
     FileSystemView.__init__ = lambda self, files, timeline, as_of=None: view_init(
         self, files, _EverythingCompleted(timeline), as_of
     )
 
 
+def clean_keeps_index_records() -> None:
+    """Clean and rollback write no index tombstones: records of deleted files stay in the indexes."""
+    mdt_indexes.tombstones = lambda paths, indexes: {}
+
+
+def index_records_of_orphans() -> None:
+    """Index records count whatever their instant: a crashed writer's records become visible."""
+    counts = MetadataReader.counts
+
+    def counts_orphans(self: MetadataReader, block, partition: str, rolled_back: set[str]) -> bool:
+        if partition == FILES:
+            return counts(self, block, partition, rolled_back)
+        return block.block_type == DATA and block_partition(block) == partition
+
+    MetadataReader.counts = counts_orphans
+
+
 BROKEN: dict[str, Callable[[], None]] = {
     "data-before-metadata": data_before_metadata,
     "no-completed-instant-filter": no_completed_instant_filter,
+    "clean-keeps-index-records": clean_keeps_index_records,
+    "index-records-of-orphans": index_records_of_orphans,
 }

@@ -13,6 +13,7 @@ import pyarrow as pa
 from coordinator.clean import files_being_cleaned
 from timeline.active_timeline import ActiveTimeline
 from timeline.instant import REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+from timeline.mdt import index_build
 from timeline.mdt.bootstrap import validate
 from timeline.reader import read_view
 from timeline.table import Table
@@ -94,6 +95,23 @@ def check_listing(table: Table, timeline: ActiveTimeline, mid_clean: bool = Fals
     if not files:
         return []
     return [Violation("2-mdt-equals-storage", f"{len(files)} difference(s)", sorted(files)[:20])]
+
+
+def check_indexes(table: Table, timeline: ActiveTimeline, crashed: bool = False) -> list[Violation]:
+    """Invariant 7: every MDT index equals the one recomputed from the live files of completed instants.
+
+    `crashed` (before recovery): a build that died may have left live files
+    without records, which recovery indexes; a wrong or stale record is still a violation.
+    """
+    out = []
+    for report in index_build.validate(table.metadata(), timeline):
+        if crashed:
+            report.missing = []
+        if report.errors:
+            files = report.missing + report.wrong + report.stale
+            detail = f"{len(report.missing)} missing, {len(report.wrong)} wrong, {len(report.stale)} stale"
+            out.append(Violation(f"7-{report.partition}-exact", detail, sorted(files)[:20]))
+    return out
 
 
 def check_nothing_pending(table: Table, timeline: ActiveTimeline) -> list[Violation]:
@@ -241,5 +259,6 @@ def check_table(
     out += check_serializable(timeline)
     if table.metadata().exists():
         out += check_listing(table, timeline)
+        out += check_indexes(table, timeline)
         out += check_readers(table, key, expected, use_hudi)
     return out

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from chaos import crash_points, storage_faults
-from chaos.checker import Violation, check_listing, check_readers, check_table
+from chaos.checker import Violation, check_indexes, check_listing, check_readers, check_table
 from chaos.scenarios import KEY, SCENARIOS, Scenario, config, rows, run_service, write
 from coordinator.locking import table_lock
 from coordinator.services import recover_table
@@ -242,7 +242,10 @@ def explore_state(
     completed_now = bool(_write_instants(base) - written_before)
     crashed_table = Table.open(base)
     early = check_readers(crashed_table, KEY, after if completed_now else before, use_hudi)
-    for violation in early + check_listing(crashed_table, crashed_table.timeline(), mid_clean=True):
+    timeline = crashed_table.timeline()
+    early += check_listing(crashed_table, timeline, mid_clean=True)
+    early += check_indexes(crashed_table, timeline, crashed=True) if crashed_table.metadata().exists() else []
+    for violation in early:
         result.violations.append({**violation.to_dict(), "phase": "before recovery"})
     let_time_pass(base)
     try:

@@ -16,10 +16,12 @@ import pyarrow as pa
 from chaos.crash_points import SimulatedCrash, simulate
 from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
-from coordinator.locking import table_lock
+from coordinator.locking import held, table_lock
 from coordinator.services import archive_table, compact, recover_table
 from coordinator.writer import LocalWriter
 from locks.base import LockProvider
+from timeline.mdt import index_build
+from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS
 from timeline.table import Table
 
 KEY = "id"
@@ -111,6 +113,18 @@ def _with_many_commits(base: str) -> None:
         write(base, rows([100 + n], n), "insert", settings)
 
 
+def _without_indexes(base: str) -> None:
+    """A table with history whose MDT keeps no index yet."""
+    Table.create(base, "chaos", [KEY], ["part"], indexes=())
+    write(base, rows(list(range(8)), 0), "insert")
+    write(base, rows([0, 1, 2], 1), "upsert")
+
+
+def _build_indexes(table: Table, settings: CoordinatorConfig, lock: LockProvider) -> None:
+    with held(lock):
+        index_build.build(table.metadata(), table.timeline(), [COLUMN_STATS, BLOOM_FILTERS])
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -140,5 +154,7 @@ SCENARIOS: dict[str, Scenario] = {
                  _with_compactions, lambda b: run_service(b, _forced_compaction)),
         Scenario("archival", "archival of both timelines (34 commits)", _with_many_commits,
                  lambda b: run_service(b, archive_table)),
+        Scenario("index_build", "`tandem metadata create --index column_stats,bloom_filters`", _without_indexes,
+                 lambda b: run_service(b, _build_indexes)),
     )
 }  # fmt: skip

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import subprocess
 import sys
 import time
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 
@@ -110,3 +112,31 @@ class ZooKeeperServer:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(20)
+
+
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
+
+
+def relay(handler: BaseHTTPRequestHandler, port: int, body: bytes, headers: dict[str, str], timeout: float) -> int:
+    """Send the handler's request (with `headers`, the body re-framed by length) to 127.0.0.1:`port` and
+    write the response back to its client; the response status. For test proxies in front of moto."""
+    headers = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP | {"content-length", "expect"}}
+    if body or handler.command in ("PUT", "POST"):
+        headers["Content-Length"] = str(len(body))
+    upstream = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        upstream.request(handler.command, handler.path, body=body, headers=headers)
+        response = upstream.getresponse()
+        data = response.read()
+    finally:
+        upstream.close()
+    handler.send_response_only(response.status, response.reason)
+    for key, value in response.getheaders():
+        if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
+            handler.send_header(key, value)
+    length = response.getheader("Content-Length", "0") if handler.command == "HEAD" else str(len(data))
+    handler.send_header("Content-Length", length)
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(data)
+    return response.status

@@ -23,7 +23,6 @@ from timeline.errors import BadInputError
 from timeline.file_names import BaseFile, group_by_partition
 from timeline.fs_view import FileSystemView
 from timeline.instant import CLEAN, Instant, State
-from timeline.mdt import records as mdt_records
 from timeline.table import Table
 
 PLANNED = register("clean.planned", "K.clean.requested written")
@@ -155,7 +154,7 @@ def _finish(table: Table, clean_instant: Instant, plan: dict, per_partition: dic
     paths = [p for files in per_partition.values() for p in files]
     table.storage.delete(heartbeat_path(clean_instant.time))
     if table.metadata().exists():
-        mirror_deltacommit(table, timeline, clean_instant.time, mdt_records.from_deleted_paths(paths))
+        mirror_deltacommit(table, timeline, clean_instant.time, paths)
         crash_point(MDT_MIRRORED)
     earliest = (plan.get("earliestInstantToRetain") or {}).get("timestamp", "")
     writes = [i.time for i in timeline.completed_writes()]

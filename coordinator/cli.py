@@ -26,7 +26,7 @@ from timeline.errors import BadInputError, LockError, TandemError
 from timeline.instant import parse_instant_time
 from timeline.mdt.health import MetadataFallbackWarning, repair_hint
 from timeline.mdt.reader import MetadataReader
-from timeline.reader import read_view
+from timeline.reader import read_plan
 from timeline.table import META_COLUMNS, Table
 
 ENGINES = ("local", "spark")
@@ -120,9 +120,29 @@ def cli() -> None:
 @click.option("--partition-by", default=None, help="Partition column(s), comma separated.")
 @click.option("--hive-style", is_flag=True, help="Partition folders named col=value.")
 @click.option("--precombine", default=None, help="Column whose largest value wins among duplicate keys.")
-def init(path: str, name: str, record_key: str, partition_by: str | None, hive_style: bool, precombine: str | None):
+@click.option(
+    "--lock", "lock_uri", default=None, envvar="TANDEM_LOCK", help="[env TANDEM_LOCK] Lock URI, as for `write`."
+)
+def init(
+    path: str,
+    name: str,
+    record_key: str,
+    partition_by: str | None,
+    hive_style: bool,
+    precombine: str | None,
+    lock_uri: str | None,
+):
     """Create an empty Copy-on-Write table (Hudi table version 6)."""
-    table = Table.create(path, name, _fields(record_key), _fields(partition_by), hive_style, precombine)
+    from coordinator.locking import held
+    from locks.config import open_lock
+    from timeline.storage import Storage
+
+    create = partial(Table.create, path, name, _fields(record_key), _fields(partition_by), hive_style, precombine)
+    if Storage(path).require_fencing(lock_uri or "file"):
+        table = create()
+    else:  # the override: only the external lock keeps two inits apart
+        with held(open_lock(lock_uri, path, name)):
+            table = create()
     click.echo(f"created table {table.config.name} at {table.uri}")
 
 
@@ -164,12 +184,18 @@ def write(
 @click.argument("path")
 @click.option("--as-of", default=None, help="Read the table as of this instant (time travel).")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True, help=ENGINE_HELP)
-@click.option("--where", default=None, help="Spark SQL filter; on partition columns it prunes partitions (spark).")
-@click.option("--since", default=None, help="Incremental read: commits after this instant (spark).")
-@click.option("--until", default=None, help="Incremental read: commits up to this instant (spark).")
+@click.option(
+    "--where",
+    default=None,
+    help="SQL filter (DuckDB SQL locally, Spark SQL on spark); prunes partitions and files before reading.",
+)
+@click.option("--since", default=None, help="Incremental read: the records of commits after this instant.")
+@click.option("--until", default=None, help="Incremental read: commits up to this instant (default: the latest).")
 @click.option("--output", default=None, help="Write the rows to this .parquet file instead of printing.")
 @click.option("--limit", default=20, show_default=True, help="Rows to print.")
 @click.option("--meta", is_flag=True, help="Print the five _hoodie_ meta columns too.")
+@click.option("--explain", is_flag=True, help="Print the scan plan (files considered and pruned) instead of rows.")
+@click.option("--json", "as_json", is_flag=True, help="The plan and the row count as JSON (rows go to --output).")
 def read(
     path: str,
     as_of: str | None,
@@ -180,20 +206,32 @@ def read(
     output: str | None,
     limit: int,
     meta: bool,
+    explain: bool,
+    as_json: bool,
 ):
-    """Read the latest snapshot, a snapshot as of an instant, or (spark) the changes between instants."""
+    """Read the latest snapshot, a snapshot as of an instant, or the changes between instants."""
+    from timeline.scan import plan_scan
+
     table = Table.open(path)
     as_of, since, until = (_check_instant(t) for t in (as_of, since, until))
-    if engine == "spark":
-        rows = _spark_read(path, as_of, where, since, until)
-    elif where or since or until:
-        raise BadInputError("--where, --since and --until need --engine spark")
-    else:
-        rows = read_view(table, table.view(as_of))
+    if until is not None and since is None:
+        raise BadInputError("--until needs --since (an incremental read)")
+    if output and not output.endswith(".parquet"):
+        raise BadInputError(f"--output {output} must end in .parquet")
+    dialect = "spark" if engine == "spark" else "duckdb"
+    plan = None
+    if engine == "local" or explain or as_json:  # Spark's reader plans for itself
+        plan = plan_scan(table, where, as_of=as_of, since=since, until=until, dialect=dialect)
+    if explain:
+        _emit_json(plan.explain()) if as_json else _print_plan(plan.explain())
+        return
+    rows = _spark_read(path, as_of, where, since, until) if engine == "spark" else read_plan(plan, where)
     if output:
-        if not output.endswith(".parquet"):
-            raise BadInputError(f"--output {output} must end in .parquet")
         pq.write_table(rows, output)
+    if as_json:
+        _emit_json({"rows": rows.num_rows, "output": output, "plan": plan.explain()})
+        return
+    if output:
         click.echo(f"wrote {rows.num_rows} row(s) to {output}")
         return
     shown = RichTable(title=f"{table.config.name}: {rows.num_rows} row(s)")
@@ -204,6 +242,64 @@ def read(
     for row in rows.slice(0, limit).to_pylist():
         shown.add_row(*(str(v) for v in row.values()))
     console.print(shown)
+
+
+@cli.command()
+@click.argument("path")
+@click.argument("sql")
+@click.option("--as-of", default=None, help="Query the table as of this instant (time travel).")
+@click.option("--output", default=None, help="Write the result to this .parquet file instead of printing.")
+@click.option("--limit", default=20, show_default=True, help="Rows to print (and to put in --json).")
+@click.option("--explain", is_flag=True, help="Print the scan plan (files considered and pruned) instead of rows.")
+@click.option("--json", "as_json", is_flag=True, help="The row count, the first --limit rows and the plan as JSON.")
+def query(path: str, sql: str, as_of: str | None, output: str | None, limit: int, explain: bool, as_json: bool):
+    """Run one DuckDB SQL statement over the table, named `t` (and by its own name); its WHERE prunes files."""
+    from coordinator.duckdb_view import plan_query, view_names
+    from coordinator.duckdb_view import query as run_query
+
+    as_of = _check_instant(as_of)
+    if output and not output.endswith(".parquet"):
+        raise BadInputError(f"--output {output} must end in .parquet")
+    if explain:
+        table = Table.open(path)
+        plan = plan_query(table, sql, view_names(table, "t"), as_of)
+        _emit_json(plan.explain()) if as_json else _print_plan(plan.explain())
+        return
+    rows, plan = run_query(path, sql, as_of=as_of)
+    if output:
+        pq.write_table(rows, output)
+    if as_json:
+        data = [{k: _json_value(v) for k, v in row.items()} for row in rows.slice(0, limit).to_pylist()]
+        _emit_json({"rows": rows.num_rows, "output": output, "data": data, "plan": plan.explain()})
+        return
+    if output:
+        click.echo(f"wrote {rows.num_rows} row(s) to {output}")
+        return
+    shown = RichTable(title=f"{plan.table.config.name}: {rows.num_rows} row(s)")
+    for name in rows.column_names:
+        shown.add_column(name, overflow="fold")
+    for row in rows.slice(0, limit).to_pylist():
+        shown.add_row(*(str(v) for v in row.values()))
+    console.print(shown)
+
+
+def _json_value(value: object) -> object:
+    """A result value as JSON: numbers, strings, booleans and nulls as they are, anything else as its text."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value - value == 0 else str(value)  # NaN and infinities are not JSON
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    return str(value)
+
+
+def _print_plan(doc: dict) -> None:
+    for key, value in doc.items():
+        if value not in (None, []):
+            click.echo(f"{key}: {value}")
 
 
 @cli.command()
@@ -282,26 +378,77 @@ def metadata() -> None:
     """Create, inspect and check the metadata table."""
 
 
+INDEX_HELP = "Comma-separated: files (the listing), column_stats, bloom_filters."
+
+
+def _index_names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ("files", "column_stats", "bloom_filters")]
+    if unknown or not names:
+        raise BadInputError(f"--index {text!r}: expected files, column_stats or bloom_filters")
+    return names
+
+
 @metadata.command(name="create")
 @click.argument("path")
-def metadata_create(path: str):
-    """Build the metadata table of an existing table from a storage listing."""
+@click.option("--index", "index", default="files", show_default=True, help=INDEX_HELP)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="local",
+    show_default=True,
+    help="Where index builds read the files' footers: local threads, or Spark's executors.",
+)
+@coordinator_options
+def metadata_create(path: str, index: str, engine: str, lock_uri: str | None, settings: tuple):
+    """Build the metadata table (from a storage listing) and turn on indexes (from the files' footers)."""
     from timeline.mdt.bootstrap import initialize
 
+    wanted = _index_names(index)
     table = Table.open(path)
-    with console.status("listing storage and writing the metadata table"):
-        time = initialize(table.metadata(), table.config.name, table.timeline())
-    partitions = MetadataReader(table.metadata(), table.timeline()).all_partitions()
-    click.echo(f"created the metadata table at {time}: {len(partitions)} partition(s)")
+    if not table.metadata().exists() or "files" in wanted and not table.has_metadata_table():
+        with console.status("listing storage and writing the metadata table"):
+            time = initialize(table.metadata(), table.config.name, table.timeline())
+        partitions = MetadataReader(table.metadata(), table.timeline()).all_partitions()
+        click.echo(f"created the metadata table at {time}: {len(partitions)} partition(s)")
+    extra = [w for w in wanted if w != "files"]
+    if extra:
+        if engine == "spark":
+            from coordinator.spark.session import local_session
+
+            with local_session() as spark:
+                time = _run_locked(path, _config(lock_uri, settings), partial(_build_indexes, extra, spark))
+        else:
+            time = _run_locked(path, _config(lock_uri, settings), partial(_build_indexes, extra, None))
+        click.echo(f"built {', '.join(extra)} at {time}" if time else f"{', '.join(extra)} already on")
+
+
+def _build_indexes(wanted: list[str], spark, table: Table, config: CoordinatorConfig, lock) -> str | None:
+    from rich.progress import Progress
+
+    from coordinator.locking import held
+    from timeline.mdt.index_build import build
+
+    with held(lock), Progress(console=console, transient=True) as progress:
+        task = progress.add_task(f"indexing {', '.join(wanted)}", total=None)
+        return build(table.metadata(), table.timeline(), wanted, lambda n: progress.advance(task, n), spark)
 
 
 @metadata.command(name="delete")
 @click.argument("path")
-def metadata_delete(path: str):
-    """Delete the metadata table and its record (readers list storage)."""
+@click.option("--index", "index", default="files", show_default=True, help=INDEX_HELP + " files = all of it.")
+def metadata_delete(path: str, index: str):
+    """Delete the metadata table (readers list storage), or only some of its indexes."""
+    from timeline.mdt.index_build import drop
+
+    wanted = _index_names(index)
     table = Table.open(path)
-    table.delete_metadata_table()
-    click.echo(f"deleted the metadata table of {table.config.name}")
+    if "files" in wanted:
+        table.delete_metadata_table()
+        click.echo(f"deleted the metadata table of {table.config.name}")
+        return
+    dropped = drop(_require_mdt(table), wanted)
+    click.echo(f"deleted {', '.join(dropped)}" if dropped else f"{', '.join(wanted)} not on")
 
 
 @metadata.command(name="repair")
@@ -340,6 +487,8 @@ def metadata_stats(path: str, as_json: bool):
     completed = [i.time for i in mdt_timeline.completed()]
     completed_data = [i.time for i in data_timeline.completed()]
     report = validate(mdt, data_timeline)
+    reader = MetadataReader(mdt, data_timeline)
+    base = layout.latest_completed_compaction(mdt_timeline)
     doc = {
         "partition_count": len(MetadataReader(mdt, data_timeline).all_partitions()),
         "last_compaction": layout.latest_completed_compaction(mdt_timeline),
@@ -350,6 +499,7 @@ def metadata_stats(path: str, as_json: bool):
         "log_file_count": sum(len(s.logs) for s in slices.values()),
         "base_file_size": sum(s.base_size for s in slices.values()),
         "log_file_size": sum(sum(s.logs.values()) for s in slices.values()),
+        "partitions": _partition_stats(table, mdt, reader, base),
         "metrics": METRICS.snapshot(),
     }
     if as_json:
@@ -357,6 +507,19 @@ def metadata_stats(path: str, as_json: bool):
         return
     for key, value in doc.items():
         click.echo(f"{key}: {value}")
+
+
+def _partition_stats(table: Table, mdt, reader: MetadataReader, base_instant: str) -> dict:
+    """Per MDT partition: live records and the bytes of its current base file."""
+    from timeline.mdt import layout
+
+    current = mdt.slices().get(base_instant)
+    out = {"files": {"records": reader.listing().num_rows, "base_file_size": current.base_size if current else 0}}
+    for partition in table.config.metadata_indexes:
+        path = layout.index_base_path(partition, base_instant)
+        size = mdt.storage.size(path) if mdt.storage.exists(path) else 0
+        out[partition] = {"records": reader.index(partition).num_rows, "base_file_size": size}
+    return out
 
 
 @metadata.command(name="list-partitions")
@@ -393,12 +556,18 @@ def metadata_list_files(path: str, partitions: tuple[str, ...], as_json: bool):
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True)
 def metadata_validate(path: str, as_json: bool):
-    """List storage too and report every difference; exits 1 when they differ."""
+    """List storage and recompute the indexes from the files' footers; report every difference (exit 1)."""
     from timeline.mdt.bootstrap import validate
+    from timeline.mdt.index_build import validate as validate_indexes
 
     table = Table.open(path)
-    report = validate(_require_mdt(table), table.timeline())
+    timeline = table.timeline()
+    report = validate(_require_mdt(table), timeline)
+    index_reports = validate_indexes(table.metadata(), timeline)
     doc = report.to_json()
+    doc["indexes"] = [r.to_json() for r in index_reports]
+    errors = report.errors + sum(r.errors for r in index_reports)
+    doc["in_sync"], doc["errors"] = errors == 0, errors
     if as_json:
         _emit_json(doc)
     else:
@@ -414,7 +583,12 @@ def metadata_validate(path: str, as_json: bool):
         ):
             for item in doc[key]:
                 click.echo(f"  {key}: {item}")
-    if report.errors:
+        for index in doc["indexes"]:
+            click.echo(f"  {index['partition']}: {index['files']} file(s), {index['errors']} difference(s)")
+            for key in ("missing", "wrong", "stale", "unreadable"):
+                for item in index[key]:
+                    click.echo(f"    {key}: {item}")
+    if errors:
         sys.exit(1)
 
 

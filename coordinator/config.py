@@ -15,7 +15,9 @@ LAZY = "LAZY"
 FAILED_WRITES_POLICIES = (EAGER, LAZY)
 SIMPLE = "SIMPLE"
 GLOBAL_SIMPLE = "GLOBAL_SIMPLE"
-INDEX_TYPES = (SIMPLE, GLOBAL_SIMPLE)
+BLOOM = "BLOOM"
+GLOBAL_BLOOM = "GLOBAL_BLOOM"
+INDEX_TYPES = (SIMPLE, GLOBAL_SIMPLE, BLOOM, GLOBAL_BLOOM)
 
 
 @dataclass(frozen=True)
@@ -34,10 +36,16 @@ class CoordinatorConfig:
     auto_archive: bool = True
     # Hudi's hoodie.metadata.enable: a write to a table without a metadata table builds one first
     metadata_enabled: bool = True
-    # Hudi's hoodie.index.type: SIMPLE keys a record by (record key, partition path); GLOBAL_SIMPLE by its key alone
-    index_type: str = SIMPLE
+    # Hudi's hoodie.index.type: SIMPLE keys a record by (record key, partition path); GLOBAL_SIMPLE by its key
+    # alone. The BLOOM variants tag the same way but open only the files whose key range and bloom filter (in
+    # the MDT's bloom_filters index) may hold an incoming key; without that index they behave as SIMPLE.
+    index_type: str = BLOOM
     # GLOBAL_SIMPLE only: a record whose partition changed moves there (deleted from the old one), else stays put
     update_partition_path: bool = True
+    # Hudi's hoodie.metadata.index.*.enable: True turns the index on for the table before the write (built
+    # from the live files' footers), False turns it off; None (unset) keeps what the table has.
+    column_stats_enabled: bool | None = None
+    bloom_filter_enabled: bool | None = None
 
     def __post_init__(self) -> None:
         if self.failed_writes_policy not in FAILED_WRITES_POLICIES:
@@ -58,7 +66,12 @@ class CoordinatorConfig:
     @property
     def global_index(self) -> bool:
         """Record keys are unique across partitions: tagging looks a key up in every partition."""
-        return self.index_type == GLOBAL_SIMPLE
+        return self.index_type in (GLOBAL_SIMPLE, GLOBAL_BLOOM)
+
+    @property
+    def bloom_index(self) -> bool:
+        """Tagging consults the bloom_filters index (when the table keeps one)."""
+        return self.index_type in (BLOOM, GLOBAL_BLOOM)
 
     @property
     def heartbeat_expiry_s(self) -> float:
@@ -108,6 +121,9 @@ HUDI_KEYS = {
     "hoodie.metadata.enable": "metadata_enabled",
     "hoodie.index.type": "index_type",
     "hoodie.simple.index.update.partition.path": "update_partition_path",
+    "hoodie.bloom.index.update.partition.path": "update_partition_path",
+    "hoodie.metadata.index.column.stats.enable": "column_stats_enabled",
+    "hoodie.metadata.index.bloom.filter.enable": "bloom_filter_enabled",
 }
 
 
@@ -118,7 +134,7 @@ def _convert(key: str, value: str, kind: object) -> object:
             return int(text)
         if kind in (float, "float"):
             return float(text)
-        if kind in (bool, "bool"):
+        if kind in (bool, "bool", "bool | None"):
             if text.lower() not in ("true", "false"):
                 raise ValueError(text)
             return text.lower() == "true"

@@ -12,7 +12,8 @@ from timeline.table import Table
 
 
 def table_lock(table: Table, config: CoordinatorConfig) -> LockProvider:
-    """The lock provider `config.lock_uri` names, for `table`."""
+    """The lock provider `config.lock_uri` names, for `table`, on a store that fences (or an allowed override)."""
+    table.storage.require_fencing(config.lock_uri)
     return open_lock(config.lock_uri, table.uri, table.config.name)
 
 

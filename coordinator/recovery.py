@@ -29,6 +29,7 @@ from timeline.active_timeline import ActiveTimeline
 from timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, Instant
 from timeline.mdt.compaction import plan_orphan_seal
 from timeline.mdt.health import check_writable
+from timeline.mdt.index_build import catch_up
 from timeline.mdt.maintenance import Housekeeping, housekeeping
 from timeline.table import TEMP_DIR, Table
 
@@ -44,6 +45,7 @@ class RecoveryReport:
     stray_files: list[str] = field(default_factory=list)
     timeline: ActiveTimeline | None = None  # the data timeline as recovery left it
     metadata: Housekeeping | None = None
+    indexed: str | None = None  # the indexing instant that indexed live files an index was missing
 
 
 def is_orphan(table: Table, instant: Instant, config: CoordinatorConfig) -> bool:
@@ -112,7 +114,7 @@ def roll_back_orphans(
 
 
 def recover(table: Table, config: CoordinatorConfig | None = None) -> RecoveryReport:
-    """`tandem recover` (under the lock): orphans in both tables, then MDT housekeeping."""
+    """`tandem recover` (under the lock): orphans in both tables, MDT housekeeping, index catch-up."""
     config = config or CoordinatorConfig()
     report = roll_back_orphans(table, config)
     mdt = table.metadata()
@@ -120,4 +122,5 @@ def recover(table: Table, config: CoordinatorConfig | None = None) -> RecoveryRe
         timeline = table.timeline()
         check_writable(table, timeline)  # housekeeping may compact: never over a damaged MDT
         report.metadata = housekeeping(mdt, timeline, config.max_delta_commits)
+        report.indexed = catch_up(mdt, timeline)
     return report

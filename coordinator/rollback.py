@@ -23,8 +23,10 @@ from timeline.errors import TandemError
 from timeline.file_names import group_by_partition
 from timeline.fs_view import list_base_files
 from timeline.instant import ROLLBACK, Instant, State
+from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import records as mdt_records
 from timeline.table import HEARTBEAT_DIR, Table
+from timeline.table_config import read_config
 
 PLANNED = register("rollback.planned", "R.rollback.requested written")
 STARTED = register("rollback.inflight", "R.rollback.inflight written")
@@ -110,7 +112,7 @@ def resume(table: Table, rollback_instant: Instant) -> None:
     if mdt.exists():
         mdt.rollback(target["commitTime"], timeline)
         crash_point(MDT_ROLLED_BACK)
-        mirror_deltacommit(table, timeline, rollback_instant.time, mdt_records.from_deleted_paths(paths))
+        mirror_deltacommit(table, timeline, rollback_instant.time, paths)
         crash_point(MDT_MIRRORED)
     timeline.delete_instant_files(target["commitTime"], target["action"])
     table.storage.delete_dir(markers.marker_dir(target["commitTime"]))
@@ -138,11 +140,15 @@ def resume(table: Table, rollback_instant: Instant) -> None:
     crash_point(COMPLETED)
 
 
-def mirror_deltacommit(table: Table, timeline: ActiveTimeline, time: str, records: list[dict]) -> None:
-    """Apply MDT deltacommit `time` once. A retry after a partial attempt appends the same records again:
-    claimed log versions are never deleted, and applying the same tombstones twice is idempotent."""
+def mirror_deltacommit(table: Table, timeline: ActiveTimeline, time: str, deleted: list[str]) -> None:
+    """Apply MDT deltacommit `time` for deleted files once: tombstones in `files` and in every index partition.
+
+    A retry after a partial attempt appends the same records again: claimed log
+    versions are never deleted, and applying the same tombstones twice is idempotent.
+    """
     mdt = table.metadata()
     existing = mdt.timeline().find(time)
     if existing is not None and existing.is_completed:
         return
-    mdt.apply(time, records)
+    indexes = read_config(table.storage).metadata_indexes
+    mdt.apply(time, mdt_records.from_deleted_paths(deleted), index_records=mdt_indexes.tombstones(deleted, indexes))

@@ -12,6 +12,7 @@ commits on a clean exit and aborts on an exception:
 from __future__ import annotations
 
 import logging
+import posixpath
 
 from chaos.crash_points import crash_point, register
 from coordinator import conflicts, markers
@@ -26,9 +27,12 @@ from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
 from timeline.errors import ConflictError, LockError, TandemError
 from timeline.instant import COMMIT, WRITE_ACTIONS, Instant, State
+from timeline.mdt import index_build
+from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import records as mdt_records
 from timeline.mdt.bootstrap import initialize
 from timeline.mdt.health import check_writable
+from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS
 from timeline.mdt.maintenance import housekeeping
 from timeline.mdt.reader import MetadataReader
 from timeline.table import Table
@@ -99,7 +103,8 @@ class Transaction:
         with held(self.lock) as token:
             timeline = roll_back_orphans(self.table, self.config).timeline
             self._build_metadata_table_if_missing(timeline)
-            check_writable(self.table, timeline)
+            self.table.config = check_writable(self.table, timeline)
+            self._apply_index_settings(timeline)
             crash_point(BEGIN_LOCKED)
             self.seen = timeline.completed_times()
             self.watched = frozenset(i.time for i in timeline.pending() if i.action in WRITE_ACTIONS)
@@ -115,6 +120,7 @@ class Transaction:
             self.instant = timeline.transition_to_inflight(instant, inflight_doc.to_json_bytes())
             crash_point(BEGIN_INFLIGHT)
             self.begin_timeline = timeline
+        self.table.storage.sync_dirs([timeline.meta_dir])  # T.requested, T.inflight; off the lock, once
         return time
 
     def _build_metadata_table_if_missing(self, timeline: ActiveTimeline) -> None:
@@ -127,6 +133,28 @@ class Transaction:
             return
         LOG.info("building the metadata table of %s before the first write", self.table.uri)
         initialize(mdt, self.table.config.name, timeline)
+        self.table.config = read_config(self.table.storage)
+
+    def _apply_index_settings(self, timeline: ActiveTimeline) -> None:
+        """Hudi's `hoodie.metadata.index.*.enable` set on this writer: build or drop the index first.
+
+        A build needs no pending instant (their files would miss records); with
+        one pending, the index is left for a later write, and this write keeps
+        what the table has.
+        """
+        wanted = {COLUMN_STATS: self.config.column_stats_enabled, BLOOM_FILTERS: self.config.bloom_filter_enabled}
+        kept = set(self.table.config.metadata_indexes)
+        turn_on = [p for p, on in wanted.items() if on is True and p not in kept]
+        turn_off = [p for p, on in wanted.items() if on is False and p in kept]
+        mdt = self.table.metadata()
+        if not (turn_on or turn_off) or not mdt.exists():
+            return
+        if turn_off:
+            index_build.drop(mdt, turn_off)
+        if turn_on and timeline.pending():
+            LOG.warning("%s: instants pending, building %s is left to a later write", self.table.uri, turn_on)
+        elif turn_on:
+            index_build.build(mdt, timeline, turn_on)
         self.table.config = read_config(self.table.storage)
 
     # write -----------------------------------------------------------------------------
@@ -201,8 +229,19 @@ class Transaction:
     def _check_conflicts(self, timeline: ActiveTimeline, metadata: CommitMetadata) -> None:
         conflicts.check(timeline, self.time, metadata, self.seen, self.table.metadata(), self.watched)
 
+    def _make_durable(self, metadata: CommitMetadata) -> None:
+        """Flush, once each, the partition folders T's files went to, before the decision.
+
+        The files themselves were flushed as they were written, T's requested and
+        inflight entries at the end of begin, and the MDT deltacommit flushed its
+        own folders. A commit decision can be rolled forward by another process
+        without this writer, so the decision comes after.
+        """
+        self.table.storage.sync_dirs({posixpath.dirname(stat.path) for stat in metadata.write_stats()})
+
     def _decide_and_complete(self, timeline: ActiveTimeline, metadata: CommitMetadata) -> Instant:
         """Claim the commit decision, then create T.commit; a rollback decision that stands aborts."""
+        self._make_durable(metadata)
         payload = metadata.to_json_bytes()
         decided = outcome.claim(self.table.storage, self.time, outcome.COMMIT, payload)
         crash_point(COMMIT_DECIDED)
@@ -238,7 +277,8 @@ class Transaction:
         if known is None:
             known = set(MetadataReader(mdt, timeline).all_partitions())
         records = mdt_records.from_commit(metadata, known)
-        mdt.apply(self.time, records, done.mdt_timeline, metadata.touched_file_groups())
+        index_records = mdt_indexes.from_write_stats(metadata.write_stats(), self.table.config.metadata_indexes)
+        mdt.apply(self.time, records, done.mdt_timeline, metadata.touched_file_groups(), index_records)
 
     # abort -----------------------------------------------------------------------------
     def _undo(self) -> None:

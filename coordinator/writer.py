@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
@@ -31,6 +31,9 @@ from timeline.errors import BadInputError, ConflictError
 from timeline.file_names import PARTITION_METADATA, BaseFile, base_file_name, new_file_id, write_token
 from timeline.fs_view import FileSystemView
 from timeline.instant import COMMIT, REPLACE_COMMIT
+from timeline.mdt import indexes as mdt_indexes
+from timeline.mdt.bloom_index import bloom_candidates
+from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
 from timeline.reader import read_base_file
 from timeline.schema_evolution import canonical_schema, conform, evolve, with_zones_of
 from timeline.table import META_COLUMNS, Table
@@ -228,6 +231,15 @@ class LocalWriter:
                 located[key].append(base)
         return located
 
+    def _may_hold(self, view: FileSystemView, files: list[BaseFile], rows: pa.Table) -> list[BaseFile]:
+        """The files the bloom index cannot rule out for the incoming keys (all of them without the index)."""
+        if not self.coordinator.bloom_index or not files:
+            return files
+        partitions = None if self.coordinator.global_index else rows.column(PARTITION)
+        candidates = bloom_candidates(self.table.config, view, files, rows.column(KEY), partitions)
+        METRICS.incr(TAGGING_FILES_SKIPPED, len(files) - len(candidates))
+        return candidates
+
     def _keys_of(self, base: BaseFile) -> list[str]:
         columns = [KEY] if self.config.populate_meta_fields else self.config.record_key_fields
         return self._row_keys(self._read(base, columns)).to_pylist()
@@ -309,7 +321,7 @@ class LocalWriter:
         partitions = set(rows.column(PARTITION).to_pylist())
         glob = self.coordinator.global_index
         files = [f for f in view.latest_base_files() if glob or f.partition in partitions]
-        located = self._index(files)
+        located = self._index(self._may_hold(view, files, rows))
         move = self.coordinator.update_partition_path
         tags: list[tuple[int, str, str, bool]] = []  # (row, target file id, partition path, deletes)
         records = zip(rows.column(KEY).to_pylist(), rows.column(PARTITION).to_pylist(), strict=True)
@@ -369,13 +381,22 @@ class LocalWriter:
         meta = [pc.if_else(is_new, values[c], old_cols[c]) for c in META_COLUMNS]
         return pa.Table.from_arrays(meta + list(data.columns), names=META_COLUMNS + data_cols)
 
-    def _ensure_partition(self, partition: str, instant: str) -> None:
-        path = f"{partition}/{PARTITION_METADATA}" if partition else PARTITION_METADATA
-        depth = len(partition.split("/")) if partition else 0
+    def ensure_partitions(self, partitions: Iterable[str], instant: str) -> None:
+        """Create the partitions that have no metadata file yet, their folders durable first.
+
+        A writer that finds the metadata file trusts the folder above it, so the
+        folder's entry is flushed before that file exists.
+        """
+        storage = self.table.storage
+        new = sorted({p for p in partitions if not storage.exists(partition_metadata_path(p))})
+        if not new:
+            return
+        storage.create_dirs(new)
         stamp = datetime.now(timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
-        body = f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth={depth}\n"
-        if not self.table.storage.exists(path):
-            self.table.storage.create_if_absent(path, body.encode())
+        for partition in new:
+            depth = len(partition.split("/")) if partition else 0
+            body = f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth={depth}\n"
+            storage.create_if_absent(partition_metadata_path(partition), body.encode())
 
     def write_file(self, txn: InstantSink, write: _FileWrite, task: int, token: str | None = None) -> WriteStat:
         """Marker first, then the parquet file; returns its write stat.
@@ -385,13 +406,17 @@ class LocalWriter:
         """
         name = base_file_name(write.file_id, token or write_token(task), txn.time)
         path = f"{write.partition}/{name}" if write.partition else name
-        self._ensure_partition(write.partition, txn.time)
+        self.ensure_partitions([write.partition], txn.time)
         table = self._with_meta(write, name, txn.time, task)
         txn.create_marker(path, "MERGE" if write.prev_commit != "null" else "CREATE")
         with self.table.storage.open_output(path) as out:
-            write_parquet(table, out, self.options.row_group_size)
+            footer = write_parquet(table, out, self.options.row_group_size)
+            size = out.tell()  # every byte written: the file's size, without asking storage
+        self.table.storage.sync_file(path)  # on the writing thread: Spark executors flush in parallel
         crash_point(WRITE_FILE)
-        size = self.table.storage.size(path)
+        column_stats, bloom = mdt_indexes.records_for_file(
+            self.table.config, write.partition, name, table, self._row_keys(table), footer
+        )
         return WriteStat(
             file_id=write.file_id,
             path=path,
@@ -403,6 +428,8 @@ class LocalWriter:
             num_deletes=write.deletes,
             total_write_bytes=size,
             file_size_in_bytes=size,
+            column_stats=column_stats,
+            bloom_filter=bloom,
         )
 
     def write(self, data: pa.Table, operation: str, on_begin: Callable[[str], None] | None = None) -> WriteResult:
@@ -425,6 +452,7 @@ class LocalWriter:
             writes, replaced = self._plan(operation, rows, view, schema)
             metadata = txn.metadata
             metadata.partition_to_replace_file_ids = replaced if action == REPLACE_COMMIT else None
+            self.ensure_partitions([w.partition for w in writes], txn.time)  # one flush of their parents
             for task, write in enumerate(writes):
                 metadata.add(self.write_file(txn, write, task))
         return WriteResult(txn.time, operation, metadata, data.num_rows)
@@ -486,7 +514,11 @@ def split_by(rows: pa.Table, column: str) -> Iterator[tuple[str, pa.Table]]:
         yield value, rows.filter(pc.equal(rows.column(column), value))
 
 
-def write_parquet(table: pa.Table, out: pa.NativeFile, row_group_size: int) -> None:
+def partition_metadata_path(partition: str) -> str:
+    return f"{partition}/{PARTITION_METADATA}" if partition else PARTITION_METADATA
+
+
+def write_parquet(table: pa.Table, out: pa.NativeFile, row_group_size: int) -> pq.FileMetaData:
     """The one place Tandem writes a data file.
 
     Float and double columns (nested ones too) get neither min/max statistics nor
@@ -496,7 +528,9 @@ def write_parquet(table: pa.Table, out: pa.NativeFile, row_group_size: int) -> N
     drops a -0.0) would lose rows SQL says match.
     """
     exact = [path for path, dtype in leaf_columns(table.schema) if not pa.types.is_floating(dtype)]
-    pq.write_table(table, out, row_group_size=row_group_size, write_statistics=exact, use_dictionary=exact)
+    with pq.ParquetWriter(out, table.schema, write_statistics=exact, use_dictionary=exact) as writer:
+        writer.write_table(table, row_group_size=row_group_size)
+    return writer.writer.metadata
 
 
 def leaf_columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:

@@ -41,7 +41,7 @@ def test_every_crash_state_of_every_scenario_recovers_with_no_violation(full_run
     scenarios = {s["scenario"]: s for s in full_run["scenarios"]}
     assert set(scenarios) == {
         "insert", "upsert", "delete", "insert_overwrite", "clean", "rollback", "mdt_compaction", "mdt_clean",
-        "archival",
+        "archival", "index_build",
     }  # fmt: skip
     assert full_run["violations"] == 0
     for name, result in scenarios.items():
@@ -64,16 +64,18 @@ def test_every_registered_crash_point_is_hit_by_some_scenario(full_run: dict) ->
 
 
 @pytest.mark.parametrize(
-    ("variant", "invariant"),
+    ("variant", "scenario", "invariant"),
     [
-        ("data-before-metadata", "2-mdt-equals-storage"),
-        ("no-completed-instant-filter", "1-committed-rows"),
+        ("data-before-metadata", "insert", "2-mdt-equals-storage"),
+        ("no-completed-instant-filter", "insert", "1-committed-rows"),
+        ("clean-keeps-index-records", "clean", "7-column_stats-exact"),
+        ("index-records-of-orphans", "upsert", "7-bloom_filters-exact"),
     ],
 )
-def test_a_broken_variant_is_caught(tmp_path: Path, variant: str, invariant: str) -> None:
+def test_a_broken_variant_is_caught(tmp_path: Path, variant: str, scenario: str, invariant: str) -> None:
     report = tmp_path / "broken.json"
     done = _tandem(
-        "chaos", "run", "--scenario", "insert", "--sample", "8", "--no-hudi", "--break", variant,
+        "chaos", "run", "--scenario", scenario, "--sample", "8", "--no-hudi", "--break", variant,
         "--report", str(report), timeout=300,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]

@@ -27,7 +27,7 @@ from tests.conftest import hudi_read, rows_by_key, tandem, unzip_fixture
 from timeline import properties
 from timeline.mdt import compaction, layout
 from timeline.mdt.bootstrap import initialize, validate
-from timeline.mdt.log import DATA, LogBlock, encode_log
+from timeline.mdt.log import DATA, MAGIC, LogBlock, encode_log
 from timeline.reader import read_view
 from timeline.table import Table
 
@@ -68,16 +68,23 @@ def _newest_log(base: Path) -> Path:
     return Path(mdt.storage.full(layout.log_path(current, mdt.slices()[current].max_version)))
 
 
+def _files_block_end(data: bytes) -> int:
+    """Where the log's first block (the `files` records; index blocks follow it) ends."""
+    end = data.find(MAGIC, len(MAGIC))
+    return len(data) if end < 0 else end
+
+
 def flip_byte_in_newest_log(base: Path) -> None:
     path = _newest_log(base)
     data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0x01
+    data[_files_block_end(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
 
 
 def truncate_newest_log(base: Path) -> None:
     path = _newest_log(base)
-    path.write_bytes(path.read_bytes()[:-7])
+    data = path.read_bytes()
+    path.write_bytes(data[: _files_block_end(data) - 7])
 
 
 def delete_newest_log(base: Path) -> None:
@@ -107,7 +114,7 @@ def delete_base_file(base: Path) -> None:
 
 
 CORRUPTIONS: dict[str, tuple[str, Callable[[Path], None], str]] = {
-    "flipped-byte": ("logs", flip_byte_in_newest_log, "is corrupt"),
+    "flipped-byte": ("logs", flip_byte_in_newest_log, "CRC32 mismatch"),
     "torn-tail": ("logs", truncate_newest_log, "is corrupt"),
     "newest-log-deleted": ("logs", delete_newest_log, "is missing"),
     "older-log-deleted": ("logs", delete_older_log, "log.2_0-0-0 of completed deltacommit"),

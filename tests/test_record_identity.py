@@ -80,8 +80,8 @@ def test_the_index_settings_come_through_set(table: Table, tmp_path: Path) -> No
     path = tmp_path / "move.parquet"
     pq.write_table(batch([(2, "lis", 1, "moved")]), path)
     write = ["write", table.uri, "--input", str(path), "--operation", "upsert"]
-    refused = tandem(*write, "--set", "hoodie.index.type=BLOOM")
-    assert refused.returncode == 2 and "hoodie.index.type='BLOOM' (one of SIMPLE, GLOBAL_SIMPLE)" in refused.stderr
+    refused = tandem(*write, "--set", "hoodie.index.type=HBASE")
+    assert refused.returncode == 2 and "hoodie.index.type='HBASE' (one of SIMPLE" in refused.stderr
     assert tandem(*write, "--set", "hoodie.index.type=GLOBAL_SIMPLE").returncode == 0
     assert records(table) == [(1, "ams", "ams", "old-ams"), (2, "lis", "lis", "moved")]
     with pytest.raises(BadInputError, match="not a valid bool"):

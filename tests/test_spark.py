@@ -14,6 +14,7 @@ import pytest
 
 from chaos.checker import check_table
 from tests.conftest import hudi_read, rows_by_key, tandem
+from timeline.scan import plan_scan
 from timeline.table import Table
 
 pytest.importorskip("pyspark")
@@ -117,7 +118,7 @@ def test_upsert_tops_up_small_file_groups_and_spills_past_the_target_size(spark,
 
 
 def test_reads_prune_partitions_travel_in_time_and_read_incrementally(spark, tmp_path: Path) -> None:
-    from coordinator.spark.reader import prune_partitions, read_table
+    from coordinator.spark.reader import read_table, spark_filter
     from coordinator.spark.writer import SparkWriter
 
     table = Table.create(str(tmp_path / "t"), "trips", ["id"], ["city"], hive_style=True)
@@ -126,9 +127,9 @@ def test_reads_prune_partitions_travel_in_time_and_read_incrementally(spark, tmp
     second = writer.write(spark.createDataFrame(_rows([0, 1, 2, 100], 2)), "upsert").instant
     third = writer.write(spark.createDataFrame(_rows([3, 101], 3)), "upsert").instant
 
-    partitions = table.view().partitions()
-    assert prune_partitions(spark, table, partitions, "city = 'ber'") == ["city=ber"]
-    assert sorted(prune_partitions(spark, table, partitions, "v > 1")) == sorted(partitions)  # data column
+    kept = {s.partition for s in plan_scan(table, spark_filter("city = 'ber'")).splits}
+    assert kept == {"city=ber"}
+    assert plan_scan(table, spark_filter("v > 1")).pruned_by_partition == 0  # a data column
     berlin = _spark_rows(read_table(spark, table.uri, where="city = 'ber'"))
     assert {r["city"] for r in berlin} == {"ber"} and len(berlin) == 21  # 20 inserted, id 100 upserted
 

@@ -13,6 +13,7 @@ from coordinator.writer import LocalWriter
 from timeline.errors import BadInputError
 from timeline.keys import DEFAULT_PARTITION
 from timeline.partition_filter import partition_candidates, typed_fields, value_candidates
+from timeline.scan import plan_scan
 from timeline.table import Table
 
 pytest.importorskip("pyspark")
@@ -28,7 +29,8 @@ def spark():
 
 
 def _table(tmp_path: Path, rows: dict, partition_by: list[str], hive_style: bool) -> Table:
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], partition_by, hive_style=hive_style)
+    """Without column stats: what the planner keeps is then what partition pruning kept."""
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], partition_by, hive_style=hive_style, indexes=())
     LocalWriter(table).write(pa.table(rows), "insert")
     return table
 
@@ -40,9 +42,10 @@ def _ids(spark, table: Table, where: str) -> set[int]:
 
 
 def _pruned(spark, table: Table, where: str) -> list[str]:
-    from coordinator.spark.reader import prune_partitions
+    """The partitions the planner keeps for a Spark SQL filter."""
+    from coordinator.spark.reader import spark_filter
 
-    return sorted(prune_partitions(spark, table, table.view().partitions(), where))
+    return sorted({s.partition for s in plan_scan(table, spark_filter(where)).splits})
 
 
 def test_a_partition_path_gives_back_the_typed_values_its_rows_may_hold():

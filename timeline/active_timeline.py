@@ -135,10 +135,16 @@ class ActiveTimeline:
         return inflight
 
     def complete(self, instant: Instant, data: bytes) -> Instant:
-        """Create the completed file atomically; refuse if it already exists."""
+        """Create the completed file atomically; refuse if it already exists.
+
+        Returns once the completion survives a power loss (its folder flushed): a
+        caller may report the instant done. Whatever the instant depends on must
+        be durable before this call (`Storage.sync_file`, `Storage.sync_dirs`).
+        """
         done = instant.with_state(State.COMPLETED)
         if not self.storage.create_if_absent(self.path(done), data):
             raise TandemError(f"instant {done.file_name} is already completed")
+        self.storage.sync_dirs([self.meta_dir])
         return done
 
     def delete_instant_files(self, time: str, action: str) -> None:

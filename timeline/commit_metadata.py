@@ -25,6 +25,10 @@ class WriteStat:
     total_write_bytes: int = 0
     file_size_in_bytes: int = 0
     total_write_errors: int = 0
+    # The file's MDT index records, computed by its writer from the rows it wrote. Not part of
+    # Hudi's commit JSON: they reach the MDT in the same deltacommit as the file itself.
+    column_stats: list[dict] | None = None
+    bloom_filter: dict | None = None
 
     def to_json(self) -> dict:
         return {

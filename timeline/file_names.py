@@ -11,7 +11,8 @@ from timeline.errors import CorruptInstantError
 
 PARQUET = ".parquet"
 PARTITION_METADATA = ".hoodie_partition_metadata"
-_BASE_RE = re.compile(r"^([^_/]+)_(\d+-\d+-\d+)_(\d{14,17})\.parquet$")
+BASE_FILE_PATTERN = r"^(?P<file_id>[^_/]+)_(?P<token>\d+-\d+-\d+)_(?P<instant>\d{14,17})\.parquet$"
+_BASE_RE = re.compile(BASE_FILE_PATTERN)
 
 
 @dataclass(frozen=True)

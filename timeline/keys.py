@@ -57,13 +57,12 @@ def partition_paths(table: pa.Table, fields: list[str], hive_style: bool) -> pa.
     if len(parts) == 1:
         return parts[0]
     paths = pc.binary_join_element_wise(*parts, "/")
-    for path in pc.unique(paths).to_pylist():
-        partition_path.canonical(path, f"partition columns {', '.join(fields)}")
+    partition_path.canonical_all(pc.unique(paths), f"partition columns {', '.join(fields)}")
     return paths
 
 
 def _check_values(part: pa.ChunkedArray, column: str, prefix: int) -> None:
     """Each distinct path piece of one column (`prefix` = length of `name=`), named by its value."""
-    for piece in pc.unique(part).to_pylist():
+    for piece in partition_path.not_plain(pc.unique(part)):  # a plain piece is canonical on sight
         where = f"partition column {column!r} value {partition_path.shown(piece[prefix:])}"
         partition_path.canonical(piece, where)

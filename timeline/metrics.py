@@ -14,6 +14,7 @@ VALIDATE_ERRORS = "validate.errors"
 LOOKUP_PARTITIONS = "lookup.partitions"
 LOOKUP_FILES = "lookup.files"
 SCAN = "scan"
+TAGGING_FILES_SKIPPED = "tagging.files_skipped"
 
 
 class Registry:

@@ -12,8 +12,10 @@ undecided and always kept.
 from __future__ import annotations
 
 import itertools
+import re
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from timeline.errors import BadInputError
 from timeline.keys import DEFAULT_PARTITION, partition_paths
@@ -100,8 +102,44 @@ def partition_candidates(
 
     The table's columns are `__partition` and the fields of `types`, typed as in
     the table schema, so an engine evaluates a filter on them with the same casts
-    as on the rows.
+    as on the rows. Paths whose every value casts and prints back exactly take one
+    vectorized pass; the others (default partitions, odd texts) go one by one.
     """
+    typed = [f for f in fields if f in types]
+    schema = pa.schema([pa.field(PARTITION_COLUMN, pa.string()), *(pa.field(f, types[f]) for f in typed)])
+    paths = pa.array(partitions, pa.string())
+    texts = pc.extract_regex(paths, _path_pattern(fields, hive_style)) if partitions else None
+    if texts is None or not typed:
+        return _candidates_one_by_one(partitions, fields, types, hive_style, schema)
+    exact = pc.is_valid(texts)
+    columns = {}
+    for i, name in enumerate(fields):
+        if name not in types:
+            continue
+        text = pc.fill_null(pc.struct_field(texts, [i]), DEFAULT_PARTITION)
+        try:
+            values = text.cast(types[name], safe=True)
+            printed = partition_paths(pa.table({"v": pc.if_else(exact, values, None)}), ["v"], False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, BadInputError):
+            return _candidates_one_by_one(partitions, fields, types, hive_style, schema)
+        exact = pc.and_(exact, pc.and_(pc.not_equal(text, DEFAULT_PARTITION), pc.equal(printed, text)))
+        columns[name] = values
+    exact = pc.fill_null(exact, False)
+    fast = pa.Table.from_arrays([paths.filter(exact), *(columns[f].filter(exact) for f in typed)], schema=schema)
+    rest = paths.filter(pc.invert(exact)).to_pylist()
+    slow, undecided = _candidates_one_by_one(rest, fields, types, hive_style, schema)
+    return pa.concat_tables([fast, slow]), undecided
+
+
+def _path_pattern(fields: list[str], hive_style: bool) -> str:
+    """A regex whose groups are a path's field values, matching exactly the paths `path_values` splits."""
+    segments = [(re.escape(f"{f}=") if hive_style else "") + f"(?P<v{i}>[^/]*)" for i, f in enumerate(fields)]
+    return "^" + "/".join(segments) + "$"
+
+
+def _candidates_one_by_one(
+    partitions: list[str], fields: list[str], types: dict[str, pa.DataType], hive_style: bool, schema: pa.Schema
+) -> tuple[pa.Table, list[str]]:
     typed = [f for f in fields if f in types]
     texts = {p: path_values(p, fields, hive_style) for p in partitions}
     split = {p: dict(zip(fields, t, strict=True)) for p, t in texts.items() if t is not None}
@@ -114,7 +152,6 @@ def partition_candidates(
             undecided.append(partition)
         else:
             rows += [(partition, *combination) for combination in itertools.product(*options)]
-    schema = pa.schema([pa.field(PARTITION_COLUMN, pa.string()), *(pa.field(f, types[f]) for f in typed)])
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
     arrays = [pa.array(column, f.type) for column, f in zip(columns, schema, strict=True)]
     return pa.Table.from_arrays(arrays, schema=schema), undecided

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from timeline.errors import BadInputError
@@ -13,6 +15,11 @@ from timeline.fs_view import FileSystemView
 from timeline.schema_evolution import conform, union
 from timeline.storage import Storage
 from timeline.table import META_COLUMNS, Table
+
+if TYPE_CHECKING:
+    from timeline.scan import ScanPlan
+
+COMMIT_TIME = "_hoodie_commit_time"
 
 
 def read_base_file(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
@@ -37,6 +44,46 @@ def read_files(storage: Storage, files: Iterable[BaseFile], columns: list[str] |
         raise BadInputError(f"the table's files disagree on a column's type: {err}") from err
     wide = [conform(t, schema, exact=False) for t in tables if t.num_columns]
     return pa.concat_tables(wide, promote_options="permissive")
+
+
+def read_plan(plan: ScanPlan, where: str | None = None) -> pa.Table:
+    """The rows of a planned scan: its splits, the incremental range, then the whole filter (by DuckDB).
+
+    The planner only drops files that cannot match, so the filter is applied to
+    every row read; DuckDB applies it so that SQL means what it means in SQL
+    (NULLs, NaN, casts), not what a hand-written evaluator thinks it means.
+    """
+    rows = read_files(plan.table.storage, plan.splits)
+    if not plan.splits and plan.schema is not None:  # every file pruned: no rows, but the table's columns
+        rows = plan.schema.empty_table()
+    if plan.since is not None and rows.num_rows:
+        times = rows.column(COMMIT_TIME)
+        keep = pc.greater(times, plan.since)
+        if plan.until is not None:
+            keep = pc.and_(keep, pc.less_equal(times, plan.until))
+        rows = rows.filter(keep)
+    if where:
+        rows = sql_filter(rows, where)
+    if not plan.table.config.populate_meta_fields:
+        rows = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names])
+    return rows
+
+
+def sql_filter(rows: pa.Table, where: str) -> pa.Table:
+    try:
+        import duckdb
+    except ImportError as err:
+        raise BadInputError("a local --where needs DuckDB: pip install 'tandem-lake[duckdb]'") from err
+    if rows.num_columns == 0:
+        return rows
+    connection = duckdb.connect()
+    try:
+        connection.register("rows", rows)
+        return connection.sql(f"SELECT * FROM rows WHERE {where}").to_arrow_table().cast(rows.schema)
+    except duckdb.Error as err:
+        raise BadInputError(f"--where {where!r}: {str(err).splitlines()[0]}") from err
+    finally:
+        connection.close()
 
 
 def read_view(table: Table, view: FileSystemView, partitions: list[str] | None = None) -> pa.Table:

@@ -2,19 +2,23 @@
 
 Every path a caller passes is relative to the table base; a path that would
 leave the base is refused, so no bug or bad input can touch files elsewhere.
+On S3 every mutating call first checks, once per endpoint and bucket in a
+process, that the store honours create-if-absent (`timeline/store_probe.py`).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import posixpath
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
+from timeline import store_probe
 from timeline.errors import BadInputError, PathEscapeError
 
 
@@ -59,6 +63,24 @@ class Storage:
             self.root = os.path.abspath(local)
         else:
             raise BadInputError(f"unsupported storage scheme {parsed.scheme!r} in {base_uri!r}")
+
+    def require_fencing(self, lock_uri: str | None = None) -> bool:
+        """Refuse an S3 store that does not honour create-if-absent (`timeline/store_probe.py`).
+
+        Every mutating call on S3 runs this first (probed once per endpoint and
+        bucket in a process, then a dict lookup). Callers that know the lock
+        pass its URI: with `TANDEM_ALLOW_UNFENCED_STORE=1` an unfenced store is
+        then accepted only under a zk:// or dynamodb:// lock. True when storage
+        fences (always locally); False when only the override let it through.
+        """
+        if not self.is_s3:
+            return True
+        probe_dir = self.key(store_probe.PROBE_DIR)
+        return store_probe.require_fencing(_s3(), self.bucket, probe_dir, lock_uri).fenced
+
+    def _before_write(self) -> None:
+        if self.is_s3:
+            self.require_fencing()
 
     def full(self, rel: str) -> str:
         """Filesystem path of `rel`; refuses paths that leave the base."""
@@ -108,20 +130,29 @@ class Storage:
 
     def move(self, src: str, dst: str) -> None:
         """Rename `src` to `dst` (atomic locally; copy then delete on S3)."""
+        source, target = self.full(src), self.full(dst)
+        self._before_write()
         if not self.is_s3:
-            os.makedirs(os.path.dirname(self.full(dst)), exist_ok=True)
-        self.fs.move(self.full(src), self.full(dst))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+        self.fs.move(source, target)
 
     def read_bytes(self, rel: str) -> bytes:
+        """The whole file; on S3 one GetObject (pyarrow's stream would HEAD first for the size)."""
+        if self.is_s3:
+            return _s3_get(self.bucket, self.key(rel), self.uri(rel))
         with self.fs.open_input_stream(self.full(rel)) as stream:
             return stream.read()
+
+    def key(self, rel: str) -> str:
+        """The S3 object key of `rel`."""
+        return self.full(rel).split("/", 1)[1]
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Write (overwriting) atomically: readers see the old or the new bytes."""
         target = self.full(rel)
         if self.is_s3:
-            with self.fs.open_output_stream(target) as out:
-                out.write(data)
+            self._before_write()
+            _s3().put_object(Bucket=self.bucket, Key=self.key(rel), Body=data)  # one request, not a multipart upload
             return
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.{uuid.uuid4().hex}.tmp"
@@ -134,12 +165,15 @@ class Storage:
 
         The file is complete or absent, never half-written: locally a temp file is
         hard-linked to the final name; on S3 a PutObject with `If-None-Match: *`.
-        `durable` fsyncs locally first: wanted for decisions (completed instants,
-        MDT logs), not for files recovery can do without (requested instants, markers).
+        `durable` fsyncs the content locally first: wanted for decisions (completed
+        instants, MDT logs), not for files recovery can do without (requested
+        instants, markers). The new folder entry is durable only once the caller
+        flushes the folder (`sync_dirs`), batched with the step's other entries.
         """
         target = self.full(rel)
         if self.is_s3:
-            return _s3_put_if_absent(self.bucket, target.split("/", 1)[1], data)
+            self._before_write()
+            return _s3_put_if_absent(self.bucket, self.key(rel), data)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "wb") as out:
@@ -155,10 +189,56 @@ class Storage:
         finally:
             os.unlink(tmp)
 
+    def sync_file(self, rel: str) -> None:
+        """Flush a written file to disk (locally), so a completed instant naming it survives a power loss.
+
+        On S3 a finished PUT is already durable.
+        """
+        if self.is_s3:
+            return
+        fd = os.open(self.full(rel), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def sync_dirs(self, rels: Iterable[str]) -> None:
+        """Flush each distinct folder's entries (locally): a link, rename or create is not durable until then.
+
+        Callers batch every folder one step depends on, so each is flushed once, not once per file.
+        """
+        if self.is_s3:
+            return
+        for folder in sorted({self.full(rel) for rel in rels}):
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def create_dirs(self, rels: Iterable[str]) -> None:
+        """Create folders (and missing parents) whose entries survive a power loss once this returns.
+
+        Every parent up to the base is flushed, once each: the folder may have been
+        made by a writer that died before flushing, and nothing else will.
+        """
+        if self.is_s3:
+            return
+        parents = set()
+        for rel in rels:
+            norm = normalize_relative(rel)
+            os.makedirs(self.full(norm), exist_ok=True)
+            while norm:
+                norm = posixpath.dirname(norm)
+                parents.add(norm)
+        self.sync_dirs(parents)
+
     def delete(self, rel: str) -> bool:
         """Delete a file; False if it was already gone (idempotent)."""
+        target = self.full(rel)
+        self._before_write()
         try:
-            self.fs.delete_file(self.full(rel))
+            self.fs.delete_file(target)
             return True
         except FileNotFoundError:
             return False
@@ -175,6 +255,7 @@ class Storage:
         """
         if not self.exists(rel):
             return
+        self._before_write()
         try:
             self.fs.delete_dir(self.full(rel))
         except FileNotFoundError:
@@ -184,15 +265,21 @@ class Storage:
                 raise
 
     def makedirs(self, rel: str) -> None:
-        self.fs.create_dir(self.full(rel), recursive=True)
+        target = self.full(rel)
+        self._before_write()
+        self.fs.create_dir(target, recursive=True)
 
     def open_input(self, rel: str):
         return self.fs.open_input_file(self.full(rel))
 
     def open_output(self, rel: str):
+        """A writable file; `tell()` before closing is its size. On S3 the bytes are buffered and stored by
+        one PutObject when the `with` block ends without an error (never a partial object)."""
         target = self.full(rel)
-        if not self.is_s3:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+        self._before_write()
+        if self.is_s3:
+            return _S3Object(self.bucket, self.key(rel))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
         return self.fs.open_output_stream(target)
 
     def list_dir(self, rel: str) -> list[pafs.FileInfo]:
@@ -275,18 +362,41 @@ def _s3_filesystem() -> pafs.S3FileSystem:
 _s3_client = None
 
 
-def _s3_put_if_absent(bucket: str, key: str, data: bytes) -> bool:
+def _s3():
+    """The process's boto3 S3 client (created on first use, for the endpoint of that moment)."""
     global _s3_client
     import boto3
-    from botocore.exceptions import ClientError
 
     if _s3_client is None:
         _s3_client = boto3.client("s3", endpoint_url=s3_endpoint())
+    return _s3_client
+
+
+def _s3_get(bucket: str, key: str, shown: str) -> bytes:
+    from botocore.exceptions import ClientError
+
     try:
-        _s3_client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-        return True
+        return _s3().get_object(Bucket=bucket, Key=key)["Body"].read()
     except ClientError as err:
-        code = err.response.get("Error", {}).get("Code", "")
-        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
-            return False
+        if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            raise FileNotFoundError(shown) from err
         raise
+
+
+class _S3Object(io.BytesIO):
+    """An object written in memory and stored by one PutObject on a clean exit (files here are small)."""
+
+    def __init__(self, bucket: str, key: str) -> None:
+        super().__init__()
+        self.bucket, self.key = bucket, key
+
+    def __exit__(self, kind, value, trace) -> None:
+        try:
+            if kind is None:
+                _s3().put_object(Bucket=self.bucket, Key=self.key, Body=self.getvalue())
+        finally:
+            self.close()
+
+
+def _s3_put_if_absent(bucket: str, key: str, data: bytes) -> bool:
+    return store_probe.put_if_absent(_s3(), bucket, key, data)

@@ -19,6 +19,7 @@ from timeline.storage import Storage
 from timeline.table_config import (
     HOODIE_DIR,
     METADATA_ENABLED,
+    METADATA_INDEXES,
     TableConfig,
     read_config,
     record_metadata_table,
@@ -35,6 +36,7 @@ META_COLUMNS = [
 TEMP_DIR = f"{HOODIE_DIR}/.temp"
 HEARTBEAT_DIR = f"{HOODIE_DIR}/.heartbeat"
 SOURCES = ("auto", "metadata", "storage")
+DEFAULT_INDEXES = ("bloom_filters", "column_stats")
 
 
 class TableView(FileSystemView):
@@ -47,10 +49,12 @@ class TableView(FileSystemView):
         as_of: str | None,
         source: str,
         fallback_reason: str | None = None,
+        mdt: MetadataTable | None = None,
     ) -> None:
         super().__init__(files, timeline, as_of)
         self.source = source
         self.fallback_reason = fallback_reason
+        self.mdt = mdt  # the MDT as this view read it (its indexes answer from the same snapshot)
 
 
 class _ReadOnce(MetadataTable):
@@ -101,7 +105,10 @@ class Table:
         hive_style: bool = False,
         precombine_field: str | None = None,
         with_metadata: bool = True,
+        indexes: tuple[str, ...] = DEFAULT_INDEXES,
     ) -> Table:
+        """A new table; with a metadata table keeping `indexes` (column stats and bloom filters by default:
+        a new table has no files to build them from, so they cost nothing to turn on now)."""
         if not name or not record_key_fields:
             raise BadInputError("a table needs a name and at least one record key field")
         if len(set(record_key_fields)) != len(record_key_fields):
@@ -116,6 +123,8 @@ class Table:
         )
         if with_metadata:
             config.raw[METADATA_ENABLED] = "true"
+            if indexes:
+                config.raw[METADATA_INDEXES] = ",".join(sorted(indexes))
         for folder in (HOODIE_DIR, f"{HOODIE_DIR}/{ARCHIVED_FOLDER}", TEMP_DIR):
             storage.makedirs(folder)
         write_config(storage, config)
@@ -165,10 +174,11 @@ class Table:
     ) -> TableView:
         """The view from the metadata table as it stands (no health check): no storage listing at all."""
         timeline = timeline or self.timeline()
-        listing = MetadataReader(mdt or self.metadata(), timeline).listing()
+        mdt = mdt or self.metadata()
+        listing = MetadataReader(mdt, timeline).listing()
         columns = (listing.column(c).to_pylist() for c in ("partition", "file", "size"))
         files = [f for p, name, size in zip(*columns, strict=True) if (f := parse_base_file(p, name, size))]
-        return TableView(files, timeline, as_of, "metadata")
+        return TableView(files, timeline, as_of, "metadata", mdt=mdt)
 
     def view(self, as_of: str | None = None, source: str = "auto") -> TableView:
         """The metadata table's view when the table has a healthy one, else storage's.
@@ -177,22 +187,39 @@ class Table:
         `MetadataFallbackWarning`, and the view's `fallback_reason`); "metadata"
         raises instead; "storage" never reads the MDT.
         """
+        found = self.listing_source(source)
+        if found.mdt is None:
+            return self.storage_view(as_of, found.timeline, found.fallback_reason)
+        return self.metadata_view(as_of, found.timeline, found.mdt)
+
+    def listing_source(self, source: str = "auto") -> ListingSource:
+        """Where a read's file listing comes from (see `view`), decided without listing anything yet:
+        a planner can then ask the MDT for the partitions it needs only."""
         if source not in SOURCES:
             raise BadInputError(f"unknown listing source {source!r} (one of {', '.join(SOURCES)})")
         if source == "storage":
-            return self.storage_view(as_of)
+            return ListingSource(self.timeline(), None)
         mdt = _ReadOnce(self.storage)
         recorded = self.has_metadata_table()
         if not recorded and not mdt.exists():
             if source == "metadata":
                 raise BadInputError(f"{self.uri} has no metadata table (`tandem metadata create` builds one)")
-            return self.storage_view(as_of)
+            return ListingSource(self.timeline(), None)
         timeline = self.timeline()
         found = health.problems(mdt, timeline, recorded)
         if not found:
-            return self.metadata_view(as_of, timeline, mdt)
+            return ListingSource(timeline, mdt)
         reason = health.summary(found)
         if source == "metadata":
             raise health.MetadataUnhealthyError(f"metadata table unhealthy ({reason}); {health.repair_hint(self.uri)}")
-        warnings.warn(health.fallback_message(reason, self.uri), health.MetadataFallbackWarning, stacklevel=2)
-        return self.storage_view(as_of, timeline, reason)
+        warnings.warn(health.fallback_message(reason, self.uri), health.MetadataFallbackWarning, stacklevel=3)
+        return ListingSource(timeline, None, reason)
+
+
+@dataclass(frozen=True)
+class ListingSource:
+    """A timeline, and the healthy MDT to list from (None: list storage, for `fallback_reason` when set)."""
+
+    timeline: ActiveTimeline
+    mdt: MetadataTable | None
+    fallback_reason: str | None = None

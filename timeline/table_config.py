@@ -16,6 +16,8 @@ SUPPORTED_LAYOUT = "1"
 # Tandem's own record that the table has a metadata table, so a missing one is an error, not "none".
 # Not `hoodie.table.metadata.partitions`: Java readers would look for an HFile MDT (DESIGN §1).
 METADATA_ENABLED = "tandem.metadata.enabled"
+# The MDT index partitions every writer of the table maintains (a table property, not a writer's choice).
+METADATA_INDEXES = "tandem.metadata.indexes"
 
 SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
@@ -65,6 +67,11 @@ class TableConfig:
     @property
     def metadata_enabled(self) -> bool:
         return self.raw.get(METADATA_ENABLED) == "true"
+
+    @property
+    def metadata_indexes(self) -> list[str]:
+        """Index partitions of the MDT (`column_stats`, `bloom_filters`) that writers keep up to date."""
+        return [p for p in (self.raw.get(METADATA_INDEXES) or "").split(",") if p] if self.metadata_enabled else []
 
     @property
     def keygen_class(self) -> str:
@@ -164,17 +171,28 @@ def read_config(storage: Storage) -> TableConfig:
 
 
 def record_metadata_table(storage: Storage, enabled: bool) -> TableConfig:
-    """Set or clear `tandem.metadata.enabled`, rewriting `hoodie.properties` atomically.
+    """Set or clear `tandem.metadata.enabled` (clearing it also clears the indexes)."""
+    return _record(storage, {METADATA_ENABLED: "true"} if enabled else {METADATA_ENABLED: None, METADATA_INDEXES: None})
+
+
+def record_metadata_indexes(storage: Storage, indexes: list[str]) -> TableConfig:
+    """Set the MDT index partitions writers maintain (`tandem.metadata.indexes`)."""
+    return _record(storage, {METADATA_INDEXES: ",".join(sorted(set(indexes))) or None})
+
+
+def _record(storage: Storage, changes: dict[str, str | None]) -> TableConfig:
+    """Apply `changes` (None removes a key), rewriting `hoodie.properties` atomically.
 
     Every other key is kept as it was written (by Hudi or by us), so the checksum
     stays valid and Java readers see the same table.
     """
     config = read_config(storage)
     props = dict(config.raw)
-    if enabled:
-        props[METADATA_ENABLED] = "true"
-    else:
-        props.pop(METADATA_ENABLED, None)
+    for key, value in changes.items():
+        if value is None:
+            props.pop(key, None)
+        else:
+            props[key] = value
     if props == config.raw:
         return config
     storage.write_bytes(PROPERTIES_FILE, properties.dumps(props).encode("utf-8"))

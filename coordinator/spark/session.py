@@ -7,6 +7,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from coordinator.spark.datasource import register
+
 TASK_ATTEMPTS = 2  # like a cluster: a failed task is retried once, so retries are exercised locally too
 # Storage settings the executors' pyarrow needs. Python workers inherit the JVM's environment, fixed when
 # the first session of the process launched it, so the driver's current values travel as executorEnv.
@@ -34,4 +36,5 @@ def local_session(app: str = "tandem", cores: int = 2) -> SparkSession:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    register(session)  # spark.read.format("tandem")
     return session

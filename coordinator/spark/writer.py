@@ -18,6 +18,7 @@ task's files).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
@@ -62,6 +63,8 @@ from timeline.file_names import BaseFile, write_token
 from timeline.fs_view import FileSystemView
 from timeline.instant import REPLACE_COMMIT
 from timeline.keys import DEFAULT_PARTITION
+from timeline.mdt.bloom_index import bloom_candidates
+from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
 from timeline.schema_evolution import conform
 from timeline.storage import Storage
 from timeline.table import META_COLUMNS, Table
@@ -76,6 +79,7 @@ SMALL_PARTITION, SMALL_FILE = "_tandem_small_partition", "_tandem_small_file_id"
 ORDER, RANK = "_tandem_order", "_tandem_rank"
 LOCATION_TYPE = "array<struct<partition:string,file_id:string>>"
 STATS_SCHEMA = StructType([StructField(STAT, StringType())])
+BLOOM_BYTES = "bloomFilter"
 STAT_ARROW = pa.schema([(STAT, pa.string())])
 
 
@@ -176,7 +180,7 @@ class SparkWriter:
                 partition_path.canonical(path, f"partition columns {', '.join(self.table.config.partition_fields)}")
             partitions = sorted(counts)
             files = [f for f in view.latest_base_files() if self.coordinator.global_index or f.partition in counts]
-            tagged = self._tag(keyed, files, plan.operation, sum(counts.values()))
+            tagged = self._tag(keyed, view, files, plan.operation, sum(counts.values()))
             plan = replace(plan, bases={f.file_id: f for f in files})
             tasks = max(1, min(len(files) + len(partitions), self.spark.sparkContext.defaultParallelism * 2))
             written = tagged.repartition(tasks, TARGET, PARTITION).mapInArrow(partial(write_task, plan), STATS_SCHEMA)
@@ -212,18 +216,22 @@ class SparkWriter:
         ranked = keyed.withColumn(ORDER, F.monotonically_increasing_id()).withColumn(RANK, F.row_number().over(window))
         return ranked.filter(F.col(RANK) == 1).drop(ORDER, RANK)
 
-    def _tag(self, keyed: DataFrame, files: list[BaseFile], operation: str, rows: int) -> DataFrame:
-        """Simple index: each record's file group, NEW, or DELETE rows for the copies it removes.
+    def _tag(
+        self, keyed: DataFrame, view: FileSystemView, files: list[BaseFile], operation: str, rows: int
+    ) -> DataFrame:
+        """Simple (or bloom) index: each record's file group, NEW, or DELETE rows for the copies it removes.
 
         With at most BROADCAST_KEYS incoming records their keys are broadcast to the
-        index scan, so the (large) index is filtered where it is read, never shuffled.
+        index scan, so the (large) index is filtered where it is read, never shuffled;
+        under a BLOOM index type only the files the bloom index cannot rule out are read.
         """
         if not files:
             tagged = keyed.withColumn(TARGET, F.lit(NEW)).withColumn(DELETE, F.lit(False))
             return tagged.filter(F.lit(False)) if operation == "delete" else tagged
         if rows <= BROADCAST_KEYS:
-            wanted = keyed.select(KEY).toArrow().column(0).combine_chunks()
-            index = F.broadcast(self.index_of(files, wanted))
+            incoming = keyed.select(KEY, PARTITION).toArrow()
+            wanted = incoming.column(0).combine_chunks()
+            index = F.broadcast(self.index_of(self._may_hold(view, files, incoming), wanted))
         else:
             index = self.index_of(files)
         if self.coordinator.global_index:
@@ -239,6 +247,14 @@ class SparkWriter:
         if operation == "delete":
             return tagged.filter(F.col(TARGET) != NEW)
         return self._to_small_groups(tagged, files)
+
+    def _may_hold(self, view: FileSystemView, files: list[BaseFile], incoming: pa.Table) -> list[BaseFile]:
+        if not self.coordinator.bloom_index:
+            return files
+        partitions = None if self.coordinator.global_index else incoming.column(1)
+        candidates = bloom_candidates(self.table.config, view, files, incoming.column(0), partitions)
+        METRICS.incr(TAGGING_FILES_SKIPPED, len(files) - len(candidates))
+        return candidates
 
     def _tag_global(self, keyed: DataFrame, index: DataFrame, operation: str) -> DataFrame:
         """Global index: a key's copies in every partition (`route` in the local writer, as Spark SQL).
@@ -424,11 +440,26 @@ def _write_all(writer: LocalWriter, table: Table, plan: TaskPlan, writes: list) 
     token = write_token(context.partitionId(), context.stageId(), context.attemptNumber())
     sink = ExecutorInstant(table.storage, plan.instant)
     stats = [writer.write_file(sink, write, context.partitionId(), token) for write in writes]
-    return pa.RecordBatch.from_pydict({STAT: [json.dumps(asdict(s)) for s in stats]}, schema=STAT_ARROW)
+    return pa.RecordBatch.from_pydict({STAT: [_stat_json(s) for s in stats]}, schema=STAT_ARROW)
+
+
+def _stat_json(stat: WriteStat) -> str:
+    """A write stat as JSON for the driver; the bloom filter's bytes travel as base64."""
+    fields = asdict(stat)
+    if stat.bloom_filter is not None:
+        fields["bloom_filter"] = {
+            **stat.bloom_filter,
+            BLOOM_BYTES: base64.b64encode(stat.bloom_filter[BLOOM_BYTES]).decode(),
+        }
+    return json.dumps(fields)
 
 
 def _collect_stats(written: DataFrame) -> list[WriteStat]:
-    return [WriteStat(**json.loads(row[STAT])) for row in written.collect()]
+    stats = [WriteStat(**json.loads(row[STAT])) for row in written.collect()]
+    for stat in stats:
+        if stat.bloom_filter is not None:
+            stat.bloom_filter[BLOOM_BYTES] = base64.b64decode(stat.bloom_filter[BLOOM_BYTES])
+    return stats
 
 
 def _bad_input_in(err: Exception) -> BadInputError | None:

@@ -15,6 +15,7 @@ from timeline.instant import COMPACTION, Instant, State
 from timeline.mdt import health
 from timeline.mdt import records as rec
 from timeline.mdt.compaction import execute
+from timeline.mdt.index_build import index_all
 from timeline.mdt.reader import LISTING_SCHEMA, MetadataReader
 from timeline.mdt.table import MetadataTable
 from timeline.metrics import INITIALIZE, METRICS, VALIDATE_ERRORS
@@ -78,10 +79,10 @@ def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimelin
 
 
 def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
-    """Rebuild the MDT from the storage listing filtered by the data timeline (call under the lock).
+    """Rebuild the MDT (and the indexes the table keeps) from storage, filtered by the data timeline.
 
-    The MDT is derived data: deleting it and initializing again loses nothing the
-    data table holds. Refused while data instants are pending.
+    Call under the lock. The MDT is derived data: deleting it and initializing
+    again loses nothing the data table holds. Refused while data instants are pending.
     """
     if not mdt.exists() and not read_config(mdt.data_storage).metadata_enabled:
         raise BadInputError(
@@ -89,7 +90,11 @@ def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -
         )
     _refuse_pending(data_timeline, "repair")
     mdt.delete()
-    return initialize(mdt, table_name, data_timeline)
+    time = initialize(mdt, table_name, data_timeline)
+    config = read_config(mdt.data_storage)
+    if config.metadata_indexes:
+        index_all(mdt, data_timeline, config, config.metadata_indexes)
+    return time
 
 
 @dataclass

@@ -18,8 +18,12 @@ abandoned.
 from __future__ import annotations
 
 import json
+import posixpath
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from chaos.crash_points import crash_point, register
 from timeline import avro_metadata, outcome
@@ -27,11 +31,12 @@ from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.errors import TandemError
 from timeline.instant import CLEAN, COMPACTION, DELTA_COMMIT, Instant, State
-from timeline.mdt import layout
+from timeline.mdt import indexes, layout
 from timeline.mdt import records as rec
-from timeline.mdt.log import DATA, SEAL, LogBlock, rolled_back_targets
+from timeline.mdt.log import DATA, FILES, INDEX_PARTITIONS, SEAL, LogBlock, block_partition, rolled_back_targets
 from timeline.mdt.reader import MetadataReader, base_records
 from timeline.mdt.table import MetadataTable
+from timeline.table_config import read_config
 
 SEALED = register("mdt.compaction.sealed", "old slice sealed, plan not yet written")
 PLANNED = register("mdt.compaction.planned", "C.compaction.requested written")
@@ -138,20 +143,42 @@ class StagedBase:
     path: str
     records: int
     size: int
+    index_paths: dict[str, str] = field(default_factory=dict)  # index partition -> staged base
 
 
 def stage(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> StagedBase:
-    """Merge C's plan into a base file under a temporary name (safe outside the lock)."""
+    """Merge C's plan into base files under temporary names (safe outside the lock).
+
+    Index records survive only for files the merged `files` partition lists, and
+    only for the indexes the table keeps: compaction is their garbage collector.
+    """
     plan = read_plan(mdt, time)
+    index_tables: dict[str, pa.Table] = {}
     if plan.get("initialize"):
         from timeline.mdt.bootstrap import storage_records
 
         records = storage_records(mdt.data_storage, data_timeline)
     else:
-        records = _merge_planned(mdt, data_timeline, plan)
-    path = f"{STAGING_DIR}/{time}-{uuid.uuid4().hex}.parquet"
+        records, index_tables = _merge_planned(mdt, data_timeline, plan)
+    path = _staging_path(time)
     size = mdt.write_base(path, [rec.compacted(r) for r in records.values()])
-    return StagedBase(time, path, len(records), size)
+    staged = StagedBase(time, path, len(records), size)
+    live = {
+        (rec.data_partition(r["key"]), name)
+        for r in records.values()
+        if r["key"] != rec.ALL_PARTITIONS
+        for name in rec.live_files(r)
+    }
+    kept = set(read_config(mdt.data_storage).metadata_indexes)
+    for partition, table in index_tables.items():
+        if partition in kept:
+            staged.index_paths[partition] = _staging_path(time)
+            mdt.write_index_base(partition, staged.index_paths[partition], indexes.keep_live(table, live))
+    return staged
+
+
+def _staging_path(time: str) -> str:
+    return f"{STAGING_DIR}/{time}-{uuid.uuid4().hex}.parquet"
 
 
 def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
@@ -162,15 +189,20 @@ def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
         mdt.storage.delete(staged.path)
         raise TandemError(f"no metadata compaction {staged.time} on the metadata timeline")
     if instant.is_completed:
-        mdt.storage.delete(staged.path)
+        for path in [staged.path, *staged.index_paths.values()]:
+            mdt.storage.delete(path)
         return False
     if instant.state == State.REQUESTED:
         timeline.transition_to_inflight(instant)
         crash_point(STARTED)
-    target = layout.base_path(staged.time)
-    if not mdt.storage.exists(target):
-        mdt.storage.create_if_absent(target, mdt.storage.read_bytes(staged.path))
-    mdt.storage.delete(staged.path)
+    published = {layout.base_path(staged.time): staged.path}
+    published.update({layout.index_base_path(p, staged.time): path for p, path in staged.index_paths.items()})
+    for target, source in published.items():
+        if not mdt.storage.exists(target):
+            mdt.storage.create_if_absent(target, mdt.storage.read_bytes(source))
+        mdt.storage.delete(source)
+    # The base files' entries and the plan's: C.commit without C.compaction.requested reads as a plain commit.
+    mdt.storage.sync_dirs([*(posixpath.dirname(target) for target in published), ".hoodie"])
     crash_point(BASE_WRITTEN)
     meta = CommitMetadata(operation_type="COMPACT", compacted=True)
     meta.add(
@@ -219,7 +251,10 @@ def is_committed(mdt: MetadataTable, reader: MetadataReader, time: str) -> bool:
     raise CompactionDeferred(f"metadata compaction waits for instant {time}, which is not decided yet")
 
 
-def _merge_planned(mdt: MetadataTable, data_timeline: ActiveTimeline, plan: dict) -> dict[str, dict]:
+def _merge_planned(
+    mdt: MetadataTable, data_timeline: ActiveTimeline, plan: dict
+) -> tuple[dict[str, dict], dict[str, pa.Table]]:
+    """The `files` records and each index partition's records after merging the plan's logs into its base."""
     reader = MetadataReader(mdt, data_timeline)
     records: dict[str, dict] = {}
     if plan.get("base_file"):
@@ -227,12 +262,34 @@ def _merge_planned(mdt: MetadataTable, data_timeline: ActiveTimeline, plan: dict
         records = base_records(base, base.column("key").to_pylist())
     blocks = [block for path in plan["log_files"] for block in mdt.read_log(path).blocks]
     rolled_back = rolled_back_targets(blocks)
+    index_logs: dict[str, tuple[dict[str, dict], set]] = {p: ({}, set()) for p in INDEX_PARTITIONS}
     for block in blocks:
-        if block.block_type != DATA or block.instant in rolled_back or not is_committed(mdt, reader, block.instant):
+        partition = block_partition(block)
+        if block.block_type != DATA or block.instant in rolled_back:
             continue
-        for record in block.records:
-            records[record["key"]] = rec.merge(records.get(record["key"]), record)
-    return records
+        if partition not in index_logs and partition != FILES:
+            continue
+        if not is_committed(mdt, reader, block.instant):
+            continue
+        if partition == FILES:
+            for record in block.records:
+                records[record["key"]] = rec.merge(records.get(record["key"]), record)
+        else:
+            indexes.apply_records(*index_logs[partition], block.records)
+    merged = {}
+    for partition, (log_records, dead) in index_logs.items():
+        base = _index_base(mdt, partition, plan["base_instant"]) if plan.get("base_file") else None
+        if base is not None or log_records:
+            merged[partition] = indexes.merged_table(partition, base, log_records, dead)
+    return records, merged
+
+
+def _index_base(mdt: MetadataTable, partition: str, base_instant: str) -> pa.Table | None:
+    try:
+        with mdt.storage.open_input(layout.index_base_path(partition, base_instant)) as handle:
+            return pq.read_table(handle)
+    except FileNotFoundError:
+        return None
 
 
 def run_pending(
@@ -260,6 +317,12 @@ def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAU
     keep_from = completed[-retain]
     old = [s for b, s in mdt.slices().items() if b < keep_from]
     paths = [p for s in old for p in ([s.base_file] if s.base_file else []) + s.log_paths()]
+    paths += [
+        path
+        for s in old
+        for partition in INDEX_PARTITIONS
+        if mdt.storage.exists(path := layout.index_base_path(partition, s.base_instant))
+    ]
     for staged in mdt.storage.list_dir(STAGING_DIR):  # left by workers that died before publishing
         if staged.base_name.split("-", 1)[0] in completed:
             mdt.storage.delete(f"{STAGING_DIR}/{staged.base_name}")
@@ -272,7 +335,8 @@ def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAU
         "filesToBeDeletedPerPartition": None,
         "version": 2,
         "filePathsToBeDeletedPerPartition": {
-            layout.FILES_PARTITION: [{"filePath": p, "isBootstrapBaseFile": False} for p in paths]
+            partition: [{"filePath": p, "isBootstrapBaseFile": False} for p in paths if _partition_of(p) == partition]
+            for partition in sorted({_partition_of(p) for p in paths})
         },
         "partitionsToBeDeleted": None,
     }
@@ -281,6 +345,11 @@ def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAU
     )
     crash_point(CLEAN_PLANNED)
     return _carry_out_clean(mdt, requested, plan)
+
+
+def _partition_of(path: str) -> str:
+    """The MDT partition a slice file lives in (`files`, `column_stats`, `bloom_filters`)."""
+    return path.split("/", 1)[0]
 
 
 def resume_cleans(mdt: MetadataTable, timeline: ActiveTimeline) -> list[str]:
@@ -294,7 +363,8 @@ def resume_cleans(mdt: MetadataTable, timeline: ActiveTimeline) -> list[str]:
 
 
 def _carry_out_clean(mdt: MetadataTable, requested: Instant, plan: dict) -> list[str]:
-    paths = [path for files in avro_metadata.planned_deletions(plan).values() for path in files]
+    planned = avro_metadata.planned_deletions(plan)
+    paths = [path for files in planned.values() for path in files]
     for path in paths:
         mdt.storage.delete(path)
     crash_point(CLEAN_DELETED)
@@ -308,14 +378,15 @@ def _carry_out_clean(mdt: MetadataTable, requested: Instant, plan: dict) -> list
         "earliestCommitToRetain": plan["earliestInstantToRetain"]["timestamp"],
         "lastCompletedCommitTimestamp": completed[-1],
         "partitionMetadata": {
-            layout.FILES_PARTITION: {
-                "partitionPath": layout.FILES_PARTITION,
+            partition: {
+                "partitionPath": partition,
                 "policy": "KEEP_LATEST_FILE_VERSIONS",
-                "deletePathPatterns": paths,
-                "successDeleteFiles": paths,
+                "deletePathPatterns": files,
+                "successDeleteFiles": files,
                 "failedDeleteFiles": [],
                 "isPartitionDeleted": None,
             }
+            for partition, files in planned.items()
         },
         "version": 2,
         "bootstrapPartitionMetadata": None,

@@ -23,7 +23,7 @@ from timeline.instant import COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.mdt import layout
 from timeline.mdt.log import DATA, DecodedLog, LogBlock
 from timeline.mdt.table import MetadataTable
-from timeline.table_config import read_config
+from timeline.table_config import TableConfig, read_config
 
 if TYPE_CHECKING:
     from timeline.table import Table
@@ -76,21 +76,24 @@ def problems(mdt: MetadataTable, data_timeline: ActiveTimeline, recorded: bool, 
     return found
 
 
-def check_writable(table: Table, data_timeline: ActiveTimeline | None = None) -> None:
+def check_writable(table: Table, data_timeline: ActiveTimeline | None = None) -> TableConfig:
     """Refuse to write on an unhealthy MDT; call under the lock at begin and again at commit.
 
-    The recorded flag is read afresh: a long-lived `Table` may predate a
-    `metadata create` or `metadata delete` by another process.
+    The table's config is read afresh and returned: a long-lived `Table` may
+    predate a `metadata create` or `metadata delete` (of the MDT or of an index)
+    by another process.
     """
-    recorded = read_config(table.storage).metadata_enabled
+    config = read_config(table.storage)
+    recorded = config.metadata_enabled
     mdt = table.metadata()
     if not recorded and not mdt.exists():
-        return
+        return config
     found = problems(mdt, data_timeline or table.timeline(), recorded, writing=True)
     if found:
         raise MetadataUnhealthyError(
             f"metadata table unhealthy ({summary(found)}); refusing to write — {repair_hint(table.uri)}"
         )
+    return config
 
 
 def _shown(path: str) -> str:

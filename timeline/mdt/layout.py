@@ -1,10 +1,15 @@
-"""Where the metadata table keeps things, and the file slices of its `files` partition.
+"""Where the metadata table keeps things, and the file slices of its partitions.
 
 One file group, `files-0000`. A slice is named by its base instant B: the base
 file `files/files-0000_0-0-0_B.parquet` (absent for the initial slice) and log
 files `files/.files-0000_B.log.<version>_0-0-0`, one per MDT deltacommit. The
 log file name carries no per-writer token, so claiming a version with
 create-if-absent is the storage-side fence between writers.
+
+The index partitions (`column_stats`, `bloom_filters`) share that log chain:
+an instant's records for every partition are blocks of its one log file, so one
+claim fences them all. Each index partition has its own base file per slice,
+`<partition>/<partition>-0000_0-0-0_B.parquet`, written by the same compaction.
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ def log_path(base_instant: str, version: int) -> str:
 
 def base_path(base_instant: str) -> str:
     return f"{FILES_PARTITION}/{base_name(base_instant)}"
+
+
+def index_base_path(partition: str, base_instant: str) -> str:
+    """The base file of index partition `partition` in slice `base_instant` (absent until a compaction writes it)."""
+    return f"{partition}/{partition}-0000_{TOKEN}_{base_instant}.parquet"
 
 
 @dataclass

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import fastavro
 
+from timeline.bloom import BLOOM_SCHEMA
+from timeline.column_stats import COLUMN_STATS_SCHEMA
 from timeline.mdt.records import RECORD_SCHEMA
 
 MAGIC = b"#TNDMLB#"
@@ -26,7 +28,16 @@ DELETE = "delete"
 ROLLBACK_COMMAND = "rollback_command"
 SEAL = "seal"
 BLOCK_TYPES = {DATA, DELETE, ROLLBACK_COMMAND, SEAL}
-_PARSED_SCHEMA = fastavro.parse_schema(RECORD_SCHEMA)
+FILES = "files"
+COLUMN_STATS = "column_stats"
+BLOOM_FILTERS = "bloom_filters"
+INDEX_PARTITIONS = (COLUMN_STATS, BLOOM_FILTERS)
+PARTITION_ATTRIBUTE = "partition"
+_SCHEMAS = {
+    FILES: fastavro.parse_schema(RECORD_SCHEMA),
+    COLUMN_STATS: fastavro.parse_schema(COLUMN_STATS_SCHEMA),
+    BLOOM_FILTERS: fastavro.parse_schema(BLOOM_SCHEMA),
+}
 _U32 = struct.Struct(">I")
 MAX_HEADER = 1 << 20
 
@@ -45,6 +56,11 @@ class DecodedLog:
     corrupt: list[str]
 
 
+def block_partition(block: LogBlock) -> str:
+    """The MDT partition a data block's records belong to (`files` unless the block names another)."""
+    return block.attributes.get(PARTITION_ATTRIBUTE, FILES)
+
+
 def rolled_back_targets(blocks: list[LogBlock]) -> set[str]:
     """Instants named by rollback-command blocks: their data blocks never count."""
     return {b.attributes["target"] for b in blocks if b.block_type == ROLLBACK_COMMAND and "target" in b.attributes}
@@ -53,7 +69,7 @@ def rolled_back_targets(blocks: list[LogBlock]) -> set[str]:
 def _payload(block: LogBlock) -> bytes:
     if block.block_type == DATA:
         buf = io.BytesIO()
-        fastavro.writer(buf, _PARSED_SCHEMA, block.records)
+        fastavro.writer(buf, _SCHEMAS[block_partition(block)], block.records)
         return buf.getvalue()
     return json.dumps(block.records).encode()
 

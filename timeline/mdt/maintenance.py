@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from timeline.active_timeline import ActiveTimeline
-from timeline.instant import DELTA_COMMIT
-from timeline.mdt import compaction
+from timeline.instant import DELTA_COMMIT, INDEXING
+from timeline.mdt import compaction, index_build
 from timeline.mdt.table import MetadataTable
 
 
@@ -15,6 +15,7 @@ class Housekeeping:
     rolled_back: list[str] = field(default_factory=list)
     compacted: list[str] = field(default_factory=list)
     cleaned_files: int = 0
+    indexed: str | None = None  # the indexing instant that finished the work of a failed index build
     mdt_timeline: ActiveTimeline | None = None  # the MDT timeline as housekeeping left it, if unchanged since
 
 
@@ -49,6 +50,14 @@ def roll_back_failed_writes(
     return [t for t in failed_writes(mdt, data_timeline, keep, mdt_timeline) if mdt.rollback(t, data_timeline)]
 
 
+def failed_index_builds(mdt_timeline: ActiveTimeline) -> list[str]:
+    """Pending indexing instants: a build runs wholly under the lock, so one seen pending under it died.
+
+    (A builder that only believed it held the lock loses its commit decision to the rollback.)
+    """
+    return sorted(i.time for i in mdt_timeline.pending() if i.action == INDEXING)
+
+
 def housekeeping(
     mdt: MetadataTable,
     data_timeline: ActiveTimeline,
@@ -60,6 +69,10 @@ def housekeeping(
     done = Housekeeping()
     mdt_timeline = mdt.timeline()
     done.rolled_back = roll_back_failed_writes(mdt, data_timeline, keep, mdt_timeline)
+    failed_builds = index_build.finish_failed_builds(mdt, data_timeline, failed_index_builds(mdt_timeline))
+    if failed_builds:
+        done.rolled_back += failed_builds
+        done.indexed = index_build.catch_up(mdt, data_timeline)
     finished = mdt.finish_rollbacks(mdt_timeline) + compaction.resume_cleans(mdt, mdt_timeline)
     if finished or done.rolled_back:
         mdt_timeline = mdt.timeline()

@@ -11,21 +11,29 @@ logs touch are merged in Python.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from timeline import partition_path
 from timeline.active_timeline import ActiveTimeline
-from timeline.instant import CLEAN, COMPACTION, ROLLBACK
-from timeline.mdt import layout
+from timeline.errors import CorruptInstantError
+from timeline.file_names import BASE_FILE_PATTERN
+from timeline.instant import CLEAN, COMPACTION, INDEXING, ROLLBACK
+from timeline.mdt import indexes, layout
 from timeline.mdt import records as rec
-from timeline.mdt.log import DATA, LogBlock, rolled_back_targets
+from timeline.mdt.log import DATA, FILES, LogBlock, block_partition, rolled_back_targets
 from timeline.mdt.table import MetadataTable
 from timeline.metrics import LOOKUP_FILES, LOOKUP_PARTITIONS, METRICS, SCAN
 
-MDT_ONLY = {COMPACTION, CLEAN, ROLLBACK}
+MDT_ONLY = {COMPACTION, CLEAN, ROLLBACK, INDEXING}
 LISTING_SCHEMA = pa.schema([("partition", pa.string()), ("file", pa.string()), ("size", pa.int64())])
+PARSE_THREADS = min(4, os.cpu_count() or 1)
+PARALLEL_ROWS = 20_000
 _INSTANT_OF_FILE = r"_(?P<instant>\d{14,17})\.parquet$"
 
 
@@ -62,24 +70,37 @@ class MetadataReader:
                 logs += slices[pending].log_paths()
         return current, logs
 
+    def counts(self, block: LogBlock, partition: str, rolled_back: set[str]) -> bool:
+        """Whether a block's records are part of `partition` in this view."""
+        return (
+            block.block_type == DATA
+            and block_partition(block) == partition
+            and block.instant not in rolled_back
+            and self.is_valid(block.instant)
+        )
+
+    def _log_blocks(self, logs: list[str], corrupt: list[str]) -> list[LogBlock]:
+        blocks: list[LogBlock] = []
+        for path in logs:
+            decoded = self.mdt.read_log(path)
+            corrupt += decoded.corrupt
+            blocks += decoded.blocks
+        return blocks
+
     def merged(self, keys: list[str] | None = None) -> MergedView:
         """Base rows and log overrides, for all keys or just `keys`."""
         with METRICS.timed(SCAN):
             current, logs = self._slices_to_read()
             base = None
             if current is not None and current.base_file:
-                base = self.mdt.read_base(current.base_file, keys)
+                base = self.mdt.read_base(current.base_file, keys, current.base_size)
             wanted = set(keys) if keys is not None else None
             view = MergedView(base)
             touched: dict[str, list[dict]] = {}
-            blocks: list[LogBlock] = []
-            for path in logs:
-                decoded = self.mdt.read_log(path)
-                view.corrupt += decoded.corrupt
-                blocks += decoded.blocks
+            blocks = self._log_blocks(logs, view.corrupt)
             rolled_back = rolled_back_targets(blocks)
             for block in blocks:
-                if block.block_type != DATA or block.instant in rolled_back or not self.is_valid(block.instant):
+                if not self.counts(block, FILES, rolled_back):
                     continue
                 for record in block.records:
                     if wanted is None or record["key"] in wanted:
@@ -92,20 +113,64 @@ class MetadataReader:
                 view.overrides[key] = merged
             return view
 
+    def index(self, partition: str, partitions: list[str] | None = None, columns: list[str] | None = None) -> pa.Table:
+        """Live records of index partition `partition` (base + logs), optionally only of some data partitions
+        (and, for `column_stats`, some columns). Records of files the view does not list may be included;
+        callers join them to their listing."""
+        with METRICS.timed(SCAN):
+            current, logs = self._slices_to_read()
+            base_instant = current.base_instant if current is not None else None
+            base = self._index_base(partition, base_instant, partitions, columns) if base_instant else None
+            blocks = self._log_blocks(logs, [])
+            rolled_back = rolled_back_targets(blocks)
+            wanted = None if partitions is None else set(partitions)
+            merged: dict[str, dict] = {}
+            dead: set[tuple[str, str]] = set()
+            for block in blocks:
+                if self.counts(block, partition, rolled_back):
+                    records = [r for r in block.records if wanted is None or r["partition"] in wanted]
+                    if columns is not None:
+                        records = [r for r in records if r["isDeleted"] or r["columnName"] in columns]
+                    indexes.apply_records(merged, dead, records)
+            return indexes.merged_table(partition, base, merged, dead)
+
+    def _index_base(
+        self, partition: str, base_instant: str, partitions: list[str] | None, columns: list[str] | None
+    ) -> pa.Table | None:
+        path = layout.index_base_path(partition, base_instant)
+        filters = []
+        if partitions is not None:
+            filters.append(("partition", "in", partitions))
+        if columns is not None:
+            filters.append(("columnName", "in", columns))
+        try:
+            with self.mdt.storage.open_input(path) as handle:
+                return pq.read_table(handle, filters=filters or None)
+        except FileNotFoundError:
+            return None
+
     # queries -------------------------------------------------------------------------
     def all_partitions(self) -> list[str]:
         view = self.merged([rec.ALL_PARTITIONS])
-        record = view.overrides.get(rec.ALL_PARTITIONS) or base_records(view.base, [rec.ALL_PARTITIONS]).get(
-            rec.ALL_PARTITIONS
-        )
-        partitions = sorted(rec.data_partition(k) for k in rec.live_files(record))
+        record = view.overrides.get(rec.ALL_PARTITIONS)
+        if record is not None:
+            keys = pa.array(list(rec.live_files(record)), pa.string())
+        elif view.base is not None and view.base.num_rows:
+            base = view.base.filter(pc.equal(view.base.column("key"), rec.ALL_PARTITIONS))
+            keys = _flatten(base).column("file").combine_chunks()  # columnar: no Python dict per partition
+        else:
+            keys = pa.array([], pa.string())
+        named = pc.not_equal(keys, rec.NON_PARTITIONED)
+        partition_path.canonical_all(keys.filter(named), "metadata table record key", CorruptInstantError)
+        partitions = sorted(pc.if_else(named, keys, "").to_pylist())
         METRICS.incr(LOOKUP_PARTITIONS, len(partitions))
         return partitions
 
-    def listing(self, partitions: list[str] | None = None) -> pa.Table:
+    def listing(self, partitions: list[str] | None = None, base_files: bool = False) -> pa.Table:
         """(partition, file, size) of live files, filtered by the data timeline.
 
-        One read of the MDT whatever the number of partitions asked for.
+        One read of the MDT whatever the number of partitions asked for. `base_files`:
+        only names of base files, with their `file_id` and `instant` columns (names parsed once).
         """
         keys = None if partitions is None else [rec.partition_key(p) for p in partitions]
         view = self.merged(keys)
@@ -124,7 +189,16 @@ class MetadataReader:
             parts.append(pa.Table.from_pylist(rows, schema=LISTING_SCHEMA))
         listing = pa.concat_tables(parts) if parts else LISTING_SCHEMA.empty_table()
         listing = listing.filter(pc.not_equal(listing.column("partition"), rec.ALL_PARTITIONS))
-        listing = self._filter_by_data_timeline(listing)
+        if base_files:
+            parts = _extract_in_parallel(listing.column("file"), BASE_FILE_PATTERN)
+            valid = pc.is_valid(parts)
+            listing, parts = listing.filter(valid), parts.filter(valid)
+            listing = listing.append_column("file_id", pc.struct_field(parts, "file_id"))
+            listing = listing.append_column("instant", pc.struct_field(parts, "instant"))
+            listing = self._filter_by_data_timeline(listing, listing.column("instant"))
+        else:
+            instants = pc.extract_regex(listing.column("file"), _INSTANT_OF_FILE)
+            listing = self._filter_by_data_timeline(listing, pc.struct_field(instants, "instant"))
         partition = pc.if_else(
             pc.equal(listing.column("partition"), rec.NON_PARTITIONED), "", listing.column("partition")
         )
@@ -132,14 +206,27 @@ class MetadataReader:
         METRICS.incr(LOOKUP_FILES, listing.num_rows)
         return listing
 
-    def _filter_by_data_timeline(self, listing: pa.Table) -> pa.Table:
+    def _filter_by_data_timeline(self, listing: pa.Table, instants: pa.Array | pa.ChunkedArray) -> pa.Table:
         if listing.num_rows == 0:
             return listing
-        instants = pc.struct_field(pc.extract_regex(listing.column("file"), _INSTANT_OF_FILE), "instant")
         keep = pc.is_in(instants, pa.array(sorted(self.data_timeline.completed_times()), pa.string()))
         if self.data_timeline.archived_files and self.data_timeline.instants:
             keep = pc.or_(keep, pc.less(instants, self.data_timeline.earliest_time()))
         return listing.filter(pc.fill_null(keep, False))
+
+
+def _extract_in_parallel(names: pa.ChunkedArray, pattern: str) -> pa.Array:
+    """`pc.extract_regex` over slices on threads (Arrow kernels release the GIL): parsing every name of a
+    large listing is the bulk of planning it."""
+    names = names.combine_chunks()
+    if len(names) < PARALLEL_ROWS:
+        return pc.extract_regex(names, pattern)
+    step = -(-len(names) // PARSE_THREADS)
+    with ThreadPoolExecutor(PARSE_THREADS) as pool:
+        parts = pool.map(
+            lambda start: pc.extract_regex(names[start : start + step], pattern), range(0, len(names), step)
+        )
+        return pa.concat_arrays(list(parts))
 
 
 def _flatten(base: pa.Table) -> pa.Table:

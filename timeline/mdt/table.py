@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from chaos.crash_points import crash_point, register
@@ -13,8 +16,17 @@ from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.errors import ConflictError, TandemError
 from timeline.instant import CLOCK, DELTA_COMMIT, ROLLBACK, Instant, State
-from timeline.mdt import layout
-from timeline.mdt.log import DATA, ROLLBACK_COMMAND, SEAL, DecodedLog, LogBlock, decode_log, encode_log
+from timeline.mdt import indexes, layout
+from timeline.mdt.log import (
+    DATA,
+    PARTITION_ATTRIBUTE,
+    ROLLBACK_COMMAND,
+    SEAL,
+    DecodedLog,
+    LogBlock,
+    decode_log,
+    encode_log,
+)
 from timeline.metrics import METRICS, SYNC
 from timeline.storage import Storage
 
@@ -36,6 +48,28 @@ BASE_SCHEMA = pa.schema(
     ]
 )
 BASE_ROW_GROUP = 1024
+
+
+CACHED_BASE_BYTES = 64 << 20
+_BASE_CACHE: OrderedDict[tuple[str, str, int], pa.Table] = OrderedDict()
+_BASE_CACHE_ENTRIES = 4
+_BASE_CACHE_LOCK = threading.Lock()
+
+
+def _cached_base(storage: Storage, path: str, size: int) -> pa.Table:
+    key = (storage.base_uri, path, size)
+    with _BASE_CACHE_LOCK:
+        found = _BASE_CACHE.get(key)
+        if found is not None:
+            _BASE_CACHE.move_to_end(key)
+            return found
+    with storage.open_input(path) as handle:
+        table = pq.read_table(handle)
+    with _BASE_CACHE_LOCK:
+        _BASE_CACHE[key] = table
+        while len(_BASE_CACHE) > _BASE_CACHE_ENTRIES:
+            _BASE_CACHE.popitem(last=False)
+    return table
 
 
 class MetadataTable:
@@ -78,8 +112,18 @@ class MetadataTable:
     def read_log(self, path: str) -> DecodedLog:
         return decode_log(self.storage.read_bytes(path), self.storage.uri(path))
 
-    def read_base(self, path: str, keys: list[str] | None = None) -> pa.Table:
-        """The base file, or only the rows of `keys` (row groups pruned by key statistics)."""
+    def read_base(self, path: str, keys: list[str] | None = None, size: int | None = None) -> pa.Table:
+        """The base file, or only the rows of `keys` (row groups pruned by key statistics).
+
+        With the `size` the slice listing found, a base file up to `CACHED_BASE_BYTES` is read
+        once per process: a base file is immutable (each compaction writes a new name), so its
+        (path, size) names its content, and a lookup then filters rows in memory.
+        """
+        if size is not None and 0 < size <= CACHED_BASE_BYTES:
+            whole = _cached_base(self.storage, path, size)
+            if keys is None:
+                return whole
+            return whole.filter(pc.is_in(whole.column("key"), pa.array(keys, pa.string())))
         filters = [("key", "in", keys)] if keys is not None else None
         with self.storage.open_input(path) as handle:
             return pq.read_table(handle, filters=filters)
@@ -100,7 +144,14 @@ class MetadataTable:
         )
         with self.storage.open_output(path) as out:
             pq.write_table(rows, out, row_group_size=BASE_ROW_GROUP)
-        return self.storage.size(path)
+            return out.tell()
+
+    def write_index_base(self, partition: str, path: str, records: pa.Table) -> int:
+        """An index partition's base file, sorted by key (so by data partition) for pruned reads."""
+        ordered = records.sort_by("key")
+        with self.storage.open_output(path) as out:
+            pq.write_table(ordered, out, row_group_size=indexes.BASE_ROW_GROUP)
+            return out.tell()
 
     def is_seal(self, base_instant: str, version: int) -> bool:
         blocks = self.read_log(layout.log_path(base_instant, version)).blocks
@@ -117,6 +168,7 @@ class MetadataTable:
         records: list[dict],
         timeline: ActiveTimeline | None = None,
         footprint: set[tuple[str, str]] | None = None,
+        index_records: dict[str, list[dict]] | None = None,
     ) -> str:
         """MDT deltacommit `time`: requested -> inflight -> one new log file -> completed.
 
@@ -124,7 +176,9 @@ class MetadataTable:
         create-if-absent; losing that race means another writer believes it holds
         the lock too, and this commit aborts. The inflight file carries the data
         instant's footprint (the file groups it touches), so a writer that claims
-        a later version can see what this one is about to commit.
+        a later version can see what this one is about to commit. The records of
+        the index partitions are further blocks of the same log file, so one claim
+        commits all partitions together.
         """
         with METRICS.timed(SYNC):
             timeline = timeline or self.timeline()
@@ -145,9 +199,11 @@ class MetadataTable:
                     f"metadata slice {base_instant} is sealed but its compaction is not planned; run `tandem recover`"
                 )
             path = layout.log_path(base_instant, version + 1)
-            if not self.storage.create_if_absent(path, encode_log([LogBlock(time, DATA, records)])):
+            blocks = [LogBlock(time, DATA, records)] + index_blocks(time, index_records)
+            if not self.storage.create_if_absent(path, encode_log(blocks)):
                 raise ConflictError(f"metadata log {path} was claimed by another writer; aborting {time}")
             crash_point(DELTA_LOG)
+            self.storage.sync_dirs([layout.FILES_PARTITION])  # the log's entry, before the completion names it
             meta = CommitMetadata(operation_type="UPSERT_PREPPED")
             size = self.storage.size(path)
             meta.add(
@@ -188,7 +244,7 @@ class MetadataTable:
         return version
 
     def rollback(self, time: str, data_timeline: ActiveTimeline) -> bool:
-        """Undo MDT deltacommit `time` without touching the log chain.
+        """Undo MDT deltacommit (or index build) `time` without touching the log chain.
 
         First the decision on data instant `time` is claimed as a rollback: if a
         commit decision stands instead, nothing is undone (a stale caller's view
@@ -200,16 +256,17 @@ class MetadataTable:
         was rolled back.
         """
         timeline = self.timeline()
-        if timeline.find(time) is None:
+        target = timeline.find(time)
+        if target is None:
             return False
         if not outcome.claim(self.data_storage, time, outcome.ROLLBACK).is_rollback:
             return False
-        info = {"commitTime": time, "action": DELTA_COMMIT}
+        info = {"commitTime": time, "action": target.action}
         plan = {"instantToRollback": info, "RollbackRequests": [], "version": 1}
         record = Instant(self.next_instant(data_timeline), ROLLBACK, State.REQUESTED)
         timeline.create_requested(record, avro_metadata.encode("HoodieRollbackPlan", plan))
-        self._undo(timeline, record.time, time)
-        self._complete_rollback(timeline, record, time)
+        self._undo(timeline, record.time, time, target.action)
+        self._complete_rollback(timeline, record, time, target.action)
         return True
 
     def finish_rollbacks(self, timeline: ActiveTimeline) -> list[str]:
@@ -217,19 +274,19 @@ class MetadataTable:
         finished = []
         for record in timeline.pending():
             if record.action == ROLLBACK:
-                time = timeline.avro(record.with_state(State.REQUESTED))["instantToRollback"]["commitTime"]
-                self._undo(timeline, record.time, time)
-                self._complete_rollback(timeline, record, time)
+                target = timeline.avro(record.with_state(State.REQUESTED))["instantToRollback"]
+                self._undo(timeline, record.time, target["commitTime"], target["action"])
+                self._complete_rollback(timeline, record, target["commitTime"], target["action"])
                 finished.append(record.time)
         return finished
 
-    def _undo(self, timeline: ActiveTimeline, record_time: str, time: str) -> None:
+    def _undo(self, timeline: ActiveTimeline, record_time: str, time: str, action: str) -> None:
         self.append_block(LogBlock(record_time, ROLLBACK_COMMAND, [], {"target": time}))
         crash_point(ROLLBACK_LOGS)
-        timeline.delete_instant_files(time, DELTA_COMMIT)
+        timeline.delete_instant_files(time, action)
         crash_point(ROLLBACK_INSTANT)
 
-    def _complete_rollback(self, timeline: ActiveTimeline, record: Instant, time: str) -> None:
+    def _complete_rollback(self, timeline: ActiveTimeline, record: Instant, time: str, action: str) -> None:
         done = {
             "startRollbackTime": record.time,
             "timeTakenInMillis": 0,
@@ -237,9 +294,18 @@ class MetadataTable:
             "commitsRollback": [time],
             "partitionMetadata": {},
             "version": 1,
-            "instantsRollback": [{"commitTime": time, "action": DELTA_COMMIT}],
+            "instantsRollback": [{"commitTime": time, "action": action}],
         }
         timeline.complete(record, avro_metadata.encode("HoodieRollbackMetadata", done))
+
+
+def index_blocks(time: str, index_records: dict[str, list[dict]] | None) -> list[LogBlock]:
+    """One data block per index partition with records, tagged with its partition."""
+    return [
+        LogBlock(time, DATA, records, {PARTITION_ATTRIBUTE: partition})
+        for partition, records in sorted((index_records or {}).items())
+        if records
+    ]
 
 
 def encode_footprint(touched: set[tuple[str, str]]) -> bytes:
