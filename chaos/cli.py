@@ -22,7 +22,10 @@ SCHEDULE_SCENARIOS = {
     "then read and upsert",
 }
 CRASH_STATES = "crash-states"  # every single-writer scenario of the enumerator, and nothing else
-SCENARIO_HELP = f"A scenario name (see `tandem chaos list`), all, or {CRASH_STATES} (the single-writer ones only)."
+SCENARIO_HELP = (
+    f"A scenario name (see `tandem chaos list`), a comma list of them, all, or {CRASH_STATES} "
+    "(the single-writer ones only)."
+)
 
 
 @click.group()
@@ -74,9 +77,13 @@ def _scenario_names(scenario: str, crash_scenarios: list[str]) -> list[str]:
         return known
     if scenario == CRASH_STATES:
         return crash_scenarios
-    if scenario not in known:
-        raise click.BadParameter(f"unknown scenario {scenario!r} (one of {', '.join(known)}, {CRASH_STATES}, all)")
-    return [scenario]
+    names = [name.strip() for name in scenario.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"unknown scenario {(unknown or [scenario])[0]!r} (one of {', '.join(known)}, {CRASH_STATES}, all)"
+        )
+    return names
 
 
 def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
@@ -99,6 +106,9 @@ def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
 @click.option("--jobs", default=2, show_default=True, help="Schedules run side by side (they mostly wait on leases).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write JSON here.")
 @click.option("--no-hudi", is_flag=True, help="Skip the hudi package as a second reader (faster).")
+@click.option(
+    "--s3", "on_s3", is_flag=True, help="Tables on s3:// (loopback moto endpoint), DynamoDB lock; no torn states."
+)
 @click.option("--break", "broken", default=None, hidden=True, help="Apply a deliberately broken variant first.")
 def run(
     scenario: str,
@@ -112,6 +122,7 @@ def run(
     jobs: int,
     report_path: str | None,
     no_hudi: bool,
+    on_s3: bool,
     broken: str | None,
 ) -> None:
     """Explore every crash state of the single-writer scenarios and run the schedules; exit 1 on any violation."""
@@ -120,6 +131,8 @@ def run(
     from chaos.scenarios import SCENARIOS
 
     names = _scenario_names(scenario, list(SCENARIOS))
+    if on_s3 and not set(names) <= set(SCENARIOS):
+        raise click.BadParameter(f"--s3 runs the crash-state scenarios only, not {', '.join(SCHEDULE_SCENARIOS)}")
     lost_lock = schedules.plan(
         _csv(providers, schedules.PROVIDERS, "provider"),
         _csv(points, schedules.POINTS, "point"),
@@ -127,9 +140,13 @@ def run(
     )
     for label in states:
         try:
-            CrashState.parse(label)
+            parsed = CrashState.parse(label)
         except ValueError as err:
             raise click.BadParameter(str(err)) from err
+        if on_s3 and parsed.torn:
+            raise click.BadParameter(
+                f"{label}: an S3 PutObject stores the whole object or nothing, so --s3 has no torn states"
+            )
     if broken is not None:
         from chaos.broken import BROKEN
 
@@ -139,7 +156,7 @@ def run(
     started = time.monotonic()
     columns = (TextColumn("{task.description:<17}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
-        crash = _explore([n for n in names if n in SCENARIOS], progress, seed, budget_s, sample, states, no_hudi)
+        crash = _explore([n for n in names if n in SCENARIOS], progress, seed, budget_s, sample, states, no_hudi, on_s3)
         locks = _lost_lock(lost_lock, progress, jobs, no_hudi) if "lost-lock" in names else []
         corruption = _mdt_corruption(progress, jobs, no_hudi) if "mdt-corruption" in names else []
     if crash:
@@ -155,6 +172,7 @@ def run(
     found = len(failures) + sum(len(r.violations) for r in locks) + sum(len(r.violations) for r in corruption)
     report = {
         "seed": seed,
+        "storage": "s3" if on_s3 else "local",
         "broken_variant": broken,
         "seconds": round(time.monotonic() - started, 2),
         "states_explored": sum(r.states_explored for r in crash),
@@ -177,20 +195,31 @@ def run(
         sys.exit(1)
 
 
-def _explore(names, progress, seed, budget_s, sample, states, no_hudi) -> list:
-    """The crash-state scenarios, one progress bar each."""
+def _explore(names, progress, seed, budget_s, sample, states, no_hudi, on_s3: bool) -> list:
+    """The crash-state scenarios, one progress bar each; with `on_s3` on one moto endpoint started for the run."""
+    import tempfile
+    from contextlib import ExitStack
+
+    from chaos import s3
     from chaos.enumerator import explore
 
     results = []
-    for name in names:
-        task = progress.add_task(name, total=None)
+    with ExitStack() as stack:
+        place = None
+        if on_s3:
+            work = stack.enter_context(tempfile.TemporaryDirectory(prefix="tandem-chaos-s3-"))
+            place = stack.enter_context(s3.moto_place(Path(work)))
+        for name in names:
+            task = progress.add_task(name, total=None)
 
-        def advance(result, total: int, task=task) -> None:
-            progress.update(task, total=total, completed=result.states_explored)
+            def advance(result, total: int, task=task) -> None:
+                progress.update(task, total=total, completed=result.states_explored)
 
-        result = explore(name, seed, budget_s, sample, list(states) or None, use_hudi=not no_hudi, on_state=advance)
-        progress.update(task, total=max(result.states_total, 1), completed=result.states_explored or 1)
-        results.append(result)
+            result = explore(
+                name, seed, budget_s, sample, list(states) or None, not no_hudi, on_state=advance, place=place
+            )
+            progress.update(task, total=max(result.states_total, 1), completed=result.states_explored or 1)
+            results.append(result)
     return results
 
 
@@ -287,10 +316,13 @@ def _summary(results: list) -> None:
 @click.option("--duration", "duration_s", type=float, default=300, show_default=True, help="Seconds of faults.")
 @click.option("--seed", default=0, show_default=True, help="Seeds the fault schedule.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write JSON here.")
-def nemesis(lock_service: str, duration_s: float, seed: int, report_path: str | None) -> None:
+@click.option("--s3", "on_s3", is_flag=True, help="The table on s3:// (a loopback moto endpoint of its own).")
+def nemesis(lock_service: str, duration_s: float, seed: int, report_path: str | None, on_s3: bool) -> None:
     """3 writers + clean and compaction workers under kills, pauses and lock-service faults; exit 1 on violations."""
     from chaos.nemesis import run_nemesis
 
+    if on_s3 and lock_service == "file":
+        raise click.BadParameter("--s3 needs --lock-service zookeeper or dynamodb (the file lock refuses S3)")
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[faults]}"), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
         task = progress.add_task(f"nemesis on {lock_service}", total=duration_s, faults="")
@@ -299,9 +331,10 @@ def nemesis(lock_service: str, duration_s: float, seed: int, report_path: str | 
             faults = f"kills {report.kills} pauses {report.pauses} lock faults {report.lock_service_faults}"
             progress.update(task, completed=min(elapsed, duration_s), faults=faults)
 
-        report = run_nemesis(lock_service, duration_s, seed, on_tick=tick)
+        report = run_nemesis(lock_service, duration_s, seed, on_tick=tick, s3=on_s3)
         progress.update(task, completed=duration_s)
-    table = RichTable("", "count", title=f"nemesis on {report.lock_service}: {report.seconds:g} s")
+    where = f"{report.lock_service}, {report.storage} table"
+    table = RichTable("", "count", title=f"nemesis on {where}: {report.seconds:g} s")
     for label, value in (
         ("commits", report.commits),
         ("aborted by a conflict", report.aborts_conflict),

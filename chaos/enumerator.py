@@ -10,7 +10,9 @@ The parent (which never ran the action) then lets the dead process's time pass
 (its lock lease and heartbeat expire), recovers with `tandem recover` or the
 next write (alternating, by state), and checks every invariant of DESIGN §8.
 Children are forked, not spawned, so a state costs milliseconds, not an
-interpreter start.
+interpreter start. With an `S3Place` the tables are `s3://` prefixes on that
+endpoint under a DynamoDB lock (`chaos/s3.py`); torn states are left out there,
+since a PutObject stores the whole object or nothing.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from chaos import crash_points, storage_faults
+from chaos import crash_points, s3, storage_faults
 from chaos.checker import Violation, check_indexes, check_listing, check_readers, check_table
-from chaos.scenarios import KEY, SCENARIOS, Scenario, config, rows, run_service, write
+from chaos.s3 import S3Place
+from chaos.scenarios import KEY, SCENARIOS, Scenario, config, rows, run_service, use_s3_lock, write
 from coordinator.locking import table_lock
 from coordinator.services import recover_table
 from timeline.instant import WRITE_ACTIONS
@@ -98,6 +101,59 @@ class Probe:
     hits: dict[str, int]
 
 
+@dataclass(frozen=True)
+class Tables:
+    """Where one exploration keeps its tables: folders in its work dir, or prefixes of an S3 bucket."""
+
+    work: Path
+    place: S3Place | None = None
+
+    def base(self, name: str) -> str:
+        return self.place.base(self.work.name, name) if self.place else str(self.work / name)
+
+    def prepare(self, scenario: Scenario) -> str:
+        """The scenario's template table, its dead writers' time passed.
+
+        On S3 it is built in a local folder and uploaded (its file lock left behind): the preparation is
+        not under test, and archival's 34 commits through the endpoint would cost most of a minute.
+        """
+        template = self.base("template")
+        built = str(self.work / "template") if self.place else template
+        scenario.prepare(built)
+        let_time_pass(built)
+        if self.place:
+            s3.upload_table(Path(built), template)
+            shutil.rmtree(built)
+            let_time_pass(template)
+        return template
+
+    def copy(self, src: str, dst: str) -> None:
+        if self.place:
+            s3.copy_table(src, dst)
+        else:
+            shutil.copytree(src, dst)
+
+    def remove(self, base: str) -> None:
+        if self.place:
+            s3.delete_table(base)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+    def cleanup(self) -> None:
+        """Remove every table of the exploration and its work dir."""
+        if self.place:
+            s3.delete_table(self.place.base(self.work.name))
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def keep(self, base: str) -> str:
+        """A folder holding the table for inspection (S3 tables are downloaded: the endpoint may end with the run)."""
+        if not self.place:
+            return base
+        folder = self.work / base.rsplit("/", 1)[1]
+        s3.download_table(base, folder)
+        return str(folder)
+
+
 def _run_child(action: Callable[[], None], before_exit: Callable[[], None] | None = None) -> int:
     """Run `action` in a forked child; its exit status (137 = died at the crash state)."""
     sys.stdout.flush()
@@ -106,6 +162,7 @@ def _run_child(action: Callable[[], None], before_exit: Callable[[], None] | Non
     if pid == 0:
         status = 0
         try:
+            s3.after_fork()
             action()
             if before_exit is not None:
                 before_exit()
@@ -120,11 +177,11 @@ def _run_child(action: Callable[[], None], before_exit: Callable[[], None] | Non
     return os.waitstatus_to_exitcode(status)
 
 
-def probe(scenario: Scenario, template: str, work: Path) -> Probe:
+def probe(scenario: Scenario, template: str, tables: Tables) -> Probe:
     """Count the action's mutations and crash-point hits in one uncrashed run."""
-    base = str(work / "probe")
-    shutil.copytree(template, base)
-    out = work / "probe.json"
+    base = tables.base("probe")
+    tables.copy(template, base)
+    out = tables.work / "probe.json"
     log = storage_faults.MutationLog()
     hits: dict[str, int] = {}
 
@@ -143,7 +200,8 @@ def probe(scenario: Scenario, template: str, work: Path) -> Probe:
     return Probe([tuple(m) for m in doc["mutations"]], doc["hits"])
 
 
-def states_of(found: Probe) -> list[CrashState]:
+def states_of(found: Probe, torn: bool = True) -> list[CrashState]:
+    """Every crash state of a probed action; `torn` adds a torn version of each write."""
     states = [
         CrashState("point", name, n)
         for name, count in sorted(found.hits.items())
@@ -151,7 +209,7 @@ def states_of(found: Probe) -> list[CrashState]:
     ]
     for k, (kind, _) in enumerate(found.mutations, start=1):
         states.append(CrashState("mutation", k))
-        if kind in storage_faults.WRITES:
+        if torn and kind in storage_faults.WRITES:
             states.append(CrashState("mutation", k, torn=True))
     return states
 
@@ -178,12 +236,15 @@ def crash_in_child(scenario: Scenario, base: str, state: CrashState, died_after:
 def let_time_pass(base: str) -> None:
     """The dead process's lease and heartbeats expire, as they would once it stays dead long enough."""
     table = Table.open(base)
-    table_lock(table, config()).force_release()
-    expire_heartbeats(table, config().heartbeat_expiry_s)
+    table_lock(table, config(base)).force_release()
+    expire_heartbeats(table, config(base).heartbeat_expiry_s)
 
 
 def expire_heartbeats(table: Table, expiry_s: float) -> None:
     """Age every heartbeat file past `expiry_s`: what a clock would do to writers that are gone."""
+    if table.storage.is_s3:
+        s3.expire_heartbeats(table.storage)
+        return
     expired = time.time() - expiry_s - 10
     folder = Path(table.storage.full(HEARTBEAT_DIR))
     for beat in folder.glob("*") if folder.exists() else []:
@@ -218,7 +279,7 @@ def next_row() -> dict[str, dict]:
 def explore_state(
     scenario: Scenario,
     template: str,
-    work: Path,
+    tables: Tables,
     state: CrashState,
     index: int,
     expected: tuple[dict, dict],
@@ -229,9 +290,9 @@ def explore_state(
 
     `expected` is the rows before and after the action; `written_before` the template's completed writes.
     """
-    base = str(work / f"state-{index}")
-    shutil.copytree(template, base)
-    died_after = work / f"state-{index}.mutation"
+    base = tables.base(f"state-{index}")
+    tables.copy(template, base)
+    died_after = tables.work / f"state-{index}.mutation"
     crashed = crash_in_child(scenario, base, state, died_after)
     mode = "recover" if index % 2 == 0 else "next-write"
     result = StateResult(state.label, mode, crashed, "before")
@@ -264,7 +325,7 @@ def explore_state(
         {**v.to_dict(), "phase": "after recovery"} for v in check_table(table, KEY, rows_expected, use_hudi)
     ]
     if not result.violations:
-        shutil.rmtree(base, ignore_errors=True)
+        tables.remove(base)
     return result
 
 
@@ -285,22 +346,26 @@ def explore(
     use_hudi: bool = True,
     keep_dir: Path | None = None,
     on_state: Callable[[ScenarioResult, int], None] | None = None,
+    place: S3Place | None = None,
 ) -> ScenarioResult:
-    """Explore the crash states of one scenario (all, a seeded sample, or the labels in `only`)."""
+    """Explore the crash states of one scenario (all, a seeded sample, or the labels in `only`).
+
+    With `place` the tables live on that S3 endpoint, under its lock.
+    """
     scenario = SCENARIOS[name]
     started = time.monotonic()
     result = ScenarioResult(name, seed)
-    work = Path(tempfile.mkdtemp(prefix=f"tandem-chaos-{name}-", dir=keep_dir))
-    template = str(work / "template")
-    scenario.prepare(template)
-    let_time_pass(template)
-    found = probe(scenario, template, work)
+    if place is not None:
+        use_s3_lock(place.lock_uri)
+    tables = Tables(Path(tempfile.mkdtemp(prefix=f"tandem-chaos-{name}-", dir=keep_dir)), place)
+    template = tables.prepare(scenario)
+    found = probe(scenario, template, tables)
     result.mutations = len(found.mutations)
     result.point_hits = found.hits
     before = table_rows(template)
-    after = table_rows(str(work / "probe"))
+    after = table_rows(tables.base("probe"))
     written_before = _write_instants(template)
-    states = [CrashState.parse(label) for label in only] if only else states_of(found)
+    states = [CrashState.parse(label) for label in only] if only else states_of(found, torn=place is None)
     random.Random(seed).shuffle(states)
     if sample is not None:
         states = _sample(states, sample)
@@ -309,12 +374,13 @@ def explore(
         if budget_s is not None and time.monotonic() - started > budget_s:
             break
         try:
-            outcome = explore_state(scenario, template, work, state, index, (before, after), written_before, use_hudi)
+            outcome = explore_state(scenario, template, tables, state, index, (before, after), written_before, use_hudi)
         except RuntimeError as err:
             result.errors.append(str(err))
             continue
         result.states_explored += 1
         result.recoveries += 1
+        kept = tables.keep(tables.base(f"state-{index}")) if outcome.violations else ""
         for violation in outcome.violations:
             result.violations.append(
                 {
@@ -323,15 +389,16 @@ def explore(
                     "died_after": outcome.mutation,
                     "recovery": outcome.recovery,
                     **violation,
-                    "replay": f"tandem chaos run --scenario {name} --seed {seed} --state {outcome.state}",
-                    "table": str(work / f"state-{index}"),
+                    "replay": f"tandem chaos run --scenario {name} --seed {seed} --state {outcome.state}"
+                    + (" --s3" if place else ""),
+                    "table": kept,
                 }
             )
         if on_state is not None:
             on_state(result, len(states))
     result.seconds = time.monotonic() - started
     if not result.violations and not result.errors:
-        shutil.rmtree(work, ignore_errors=True)
+        tables.cleanup()
     return result
 
 

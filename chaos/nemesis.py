@@ -10,6 +10,9 @@ tables in memory, so a real restart would be a data loss DynamoDB never has)
 and resumed. At the end everything is stopped, the table recovered, and
 checked: DESIGN §8 on the table, and on the history that every acknowledged
 commit is completed, no aborted write is, and no fencing token was handed out twice.
+With `s3` the table is an `s3://` prefix on a moto endpoint of its own (served
+one request at a time, so create-if-absent is atomic), apart from the lock
+service's, so a lock-service fault never stalls storage.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 
+from chaos import s3 as chaos_s3
 from chaos.checker import check_table
 from chaos.enumerator import expire_heartbeats
 from chaos.nemesis_writer import HOT_KEYS, partition_of
@@ -59,6 +64,7 @@ PAUSE_S = (LEASE_MS / 1000 + 1, LEASE_MS / 1000 + 4)  # longer than the lease an
 class NemesisReport:
     lock_service: str
     seed: int
+    storage: str = "local"
     seconds: float = 0.0
     commits: int = 0
     aborts_conflict: int = 0
@@ -209,16 +215,35 @@ def run_nemesis(
     seed: int = 0,
     work_dir: Path | None = None,
     on_tick: Callable[[float, NemesisReport], None] | None = None,
+    s3: bool = False,
+) -> NemesisReport:
+    """One nemesis run; with `s3` the table lives on a loopback S3 endpoint (a zookeeper or dynamodb lock)."""
+    if s3 and lock_service == "file":
+        raise ValueError("an s3:// table needs a zookeeper or dynamodb lock (the file lock refuses S3)")
+    work = Path(tempfile.mkdtemp(prefix=f"tandem-nemesis-{lock_service}-", dir=work_dir))
+    with ExitStack() as stack:
+        base = stack.enter_context(chaos_s3.moto_place(work)).base("table") if s3 else str(work / "table")
+        report = _run(lock_service, duration_s, seed, work, base, on_tick)
+        if report.kept_dir and s3:
+            chaos_s3.download_table(base, work / "table")  # the endpoint keeps objects in memory only
+    return report
+
+
+def _run(
+    lock_service: str,
+    duration_s: float,
+    seed: int,
+    work: Path,
+    base: str,
+    on_tick: Callable[[float, NemesisReport], None] | None,
 ) -> NemesisReport:
     rng = random.Random(seed)
-    work = Path(tempfile.mkdtemp(prefix=f"tandem-nemesis-{lock_service}-", dir=work_dir))
     history, logs = work / "history", work / "logs"
     history.mkdir()
     logs.mkdir()
-    report = NemesisReport(lock_service, seed)
+    report = NemesisReport(lock_service, seed, "s3" if base.startswith("s3://") else "local")
     service = _service(lock_service)
     service.start(work)
-    base = str(work / "table")
     table = Table.create(base, "nemesis", ["id"], ["part"])
     seed_rows = [{"id": k, "part": partition_of(k), "writer": "seed", "seq": -1} for k in HOT_KEYS]
     LocalWriter(table, coordinator=_config(service)).write(pa.Table.from_pylist(seed_rows), "insert")

@@ -3,7 +3,8 @@
 A scenario builds a table in a template folder (`prepare`, run once, never
 crashed) and then performs one action on a copy of it (`act`, run in a forked
 child that the enumerator kills at every crash state). Rows are small and the
-file lock is the embedded default, so a crash state costs milliseconds.
+file lock is the embedded default, so a crash state costs milliseconds; tables
+on S3 take the lock `use_s3_lock` names instead (the file lock refuses S3).
 """
 
 from __future__ import annotations
@@ -26,11 +27,20 @@ from timeline.table import Table
 
 KEY = "id"
 PARTITIONS = ("p0", "p1")
+_s3_lock_uri = "file"  # refused for an s3:// table until `use_s3_lock` names a lock service
 
 
-def config() -> CoordinatorConfig:
-    """Single-writer settings: EAGER rollback, archival and MDT compaction left to their scenarios."""
+def use_s3_lock(uri: str) -> None:
+    """The lock scenario steps on s3:// tables take from now on, in this process and the children it forks."""
+    global _s3_lock_uri
+    _s3_lock_uri = uri
+
+
+def config(base: str = "") -> CoordinatorConfig:
+    """Single-writer settings for the table at `base`: EAGER rollback, archival and MDT compaction left to
+    their scenarios; the file lock, or on S3 the lock `use_s3_lock` named."""
     return CoordinatorConfig(
+        lock_uri=_s3_lock_uri if base.startswith("s3://") else "file",
         failed_writes_policy="EAGER",
         auto_archive=False,
         max_delta_commits=1000,
@@ -54,7 +64,7 @@ def run_service(
 ) -> None:
     """Runs one protocol step on the table under its lock, as a process would: open, lock, run, close."""
     table = Table.open(base)
-    settings = settings or config()
+    settings = settings or config(base)
     lock = table_lock(table, settings)
     try:
         run(table, settings, lock)
@@ -89,7 +99,7 @@ def _with_failed_write(base: str) -> None:
     except SimulatedCrash:
         pass
     table = Table.open(base)
-    table_lock(table, config()).force_release()  # the dead writer's lease has passed
+    table_lock(table, config(base)).force_release()  # the dead writer's lease has passed
 
 
 def _with_compactions(base: str) -> None:
@@ -108,7 +118,7 @@ def _forced_compaction(table: Table, settings: CoordinatorConfig, lock: LockProv
 def _with_many_commits(base: str) -> None:
     """34 commits with MDT compaction on (data archival never passes the latest MDT compaction)."""
     _new_table(base)
-    settings = replace(config(), max_delta_commits=10)
+    settings = replace(config(base), max_delta_commits=10)
     for n in range(1, 34):
         write(base, rows([100 + n], n), "insert", settings)
 

@@ -1,7 +1,9 @@
 """Storage fault injection: count every mutation, die after the k-th, optionally torn.
 
 `install` wraps the mutating methods of `Storage` (create, create-if-absent,
-write, delete, rename) in the current process. It is only ever called in a
+write, delete, discard, discard_all, rename) in the current process. A mutation counts once,
+at the outermost call: locally `discard` is a `delete`, and counting both would
+give one storage change two crash states. It is only ever called in a
 forked child that the enumerator then lets die, so the wrapped class never
 leaks into the process that recovers and checks. With `crash_after=k` the k-th
 mutation is carried out (or, torn, only a prefix of its bytes reaches storage)
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +26,7 @@ from pathlib import Path
 from chaos.crash_points import CRASH_EXIT_CODE
 from timeline.storage import Storage
 
-MUTATIONS = ("create_if_absent", "write_bytes", "delete", "delete_dir", "move", "open_output")
+MUTATIONS = ("create_if_absent", "write_bytes", "delete", "discard", "discard_all", "delete_dir", "move", "open_output")
 WRITES = ("create_if_absent", "write_bytes", "open_output")
 
 
@@ -76,6 +79,21 @@ class _StreamedOutput(io.BytesIO):
 def install(plan: FaultPlan, log: MutationLog) -> None:
     """Wrap Storage's mutations in this process according to `plan`."""
     original = {name: getattr(Storage, name) for name in MUTATIONS}
+    inside = threading.local()  # set while a wrapped mutation runs on this thread
+
+    def outermost(name: str, wrapper: Callable) -> Callable:
+        """`wrapper` for a call from outside, the plain method for one Storage makes from within a mutation."""
+
+        def guarded(self: Storage, *args, **kwargs):
+            if getattr(inside, "active", False):
+                return original[name](self, *args, **kwargs)
+            inside.active = True
+            try:
+                return wrapper(self, *args, **kwargs)
+            finally:
+                inside.active = False
+
+        return guarded
 
     def count(kind: str, rel: str) -> bool:
         """Record one mutation; True when it is the one to crash after."""
@@ -126,9 +144,11 @@ def install(plan: FaultPlan, log: MutationLog) -> None:
         "create_if_absent": create_if_absent,
         "write_bytes": write_bytes,
         "delete": whole("delete"),
+        "discard": whole("discard"),
+        "discard_all": whole("discard_all", lambda rels: ", ".join(rels)),
         "delete_dir": whole("delete_dir"),
         "move": whole("move", lambda src, dst: f"{src} -> {dst}"),
         "open_output": open_output,
     }
     for name in MUTATIONS:
-        setattr(Storage, name, wrappers[name])
+        setattr(Storage, name, outermost(name, wrappers[name]))

@@ -75,7 +75,7 @@ def _move(timeline: ActiveTimeline, instants: list[Instant], crash: str) -> None
     crash_point(crash)
     for instant in instants:
         for state in (State.REQUESTED, State.INFLIGHT, State.COMPLETED):
-            timeline.storage.delete(timeline.path(instant.with_state(state)))
+            timeline.storage.discard(timeline.path(instant.with_state(state)))
         crash_point(INSTANT_ARCHIVED)
 
 
@@ -148,7 +148,7 @@ def _sweep_rolled_back_files(timeline: ActiveTimeline, rollbacks: list[Instant])
                 if relative is not None:
                     where = f"{rollback.file_name}: successDeleteFiles"
                     partition_path.split_file_path(relative, where, CorruptInstantError)
-                    timeline.storage.delete(relative)
+                    timeline.storage.discard(relative)
 
 
 def archive_data(table: Table, min_commits: int, max_commits: int) -> list[str]:

@@ -136,7 +136,7 @@ def resume(table: Table, clean_instant: Instant, lock: LockProvider | None = Non
     per_partition = avro_metadata.planned_deletions(plan)
     paths = [p for files in per_partition.values() for p in files]
     for path in paths:
-        table.storage.delete(path)
+        table.storage.discard(path)
     crash_point(FILES_DELETED)
     if lock is None:
         _finish(table, clean_instant, plan, per_partition, started)
@@ -152,7 +152,7 @@ def _finish(table: Table, clean_instant: Instant, plan: dict, per_partition: dic
     if current is None or current.is_completed:
         return
     paths = [p for files in per_partition.values() for p in files]
-    table.storage.delete(heartbeat_path(clean_instant.time))
+    table.storage.discard(heartbeat_path(clean_instant.time))
     if table.metadata().exists():
         mirror_deltacommit(table, timeline, clean_instant.time, paths)
         crash_point(MDT_MIRRORED)

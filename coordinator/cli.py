@@ -10,29 +10,42 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
-from functools import partial
+from functools import cache, partial
+from typing import TYPE_CHECKING
 
 import click
-import pyarrow as pa
-import pyarrow.parquet as pq
-from rich.console import Console
-from rich.table import Table as RichTable
 
-from chaos.cli import chaos as chaos_commands
-from coordinator.config import CoordinatorConfig, parse_settings
-from coordinator.input_files import read_input
-from coordinator.writer import OPERATIONS, LocalWriter, WriteResult
-from timeline.errors import BadInputError, LockError, TandemError
-from timeline.instant import parse_instant_time
-from timeline.mdt.health import MetadataFallbackWarning, repair_hint
-from timeline.mdt.reader import MetadataReader
-from timeline.reader import read_plan
-from timeline.table import META_COLUMNS, Table
+from coordinator.config import OPERATIONS
+from timeline.errors import BadInputError, LockError, MetadataFallbackWarning, TandemError
+
+# Start-up: the module level imports only what every command needs; the rest (pyarrow, rich, the timeline, the
+# writer, chaos) is imported inside the command that uses it, so `--help` and light commands start fast.
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from rich.console import Console
+
+    from coordinator.config import CoordinatorConfig
+    from coordinator.writer import WriteResult
+    from timeline.mdt.reader import MetadataReader
+    from timeline.table import Table
 
 ENGINES = ("local", "spark")
 ENGINE_HELP = "local: this process with pyarrow; spark: a local Spark session, files written by its executors."
+# Copies, so that `--help` needs neither coordinator.writer nor chaos.cli; tests/test_cli_startup.py keeps them equal.
 
-console = Console()
+
+@cache
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console()
+
+
+def _open(path: str) -> Table:
+    from timeline.table import Table
+
+    return Table.open(path)
 
 
 def _fields(text: str | None) -> list[str]:
@@ -44,6 +57,8 @@ def _emit_json(doc: object) -> None:
 
 
 def _check_instant(text: str | None) -> str | None:
+    from timeline.instant import parse_instant_time
+
     if text is None:
         return None
     try:
@@ -85,6 +100,8 @@ def clean_options(command):
 
 
 def _config(lock_uri: str | None, settings: tuple[str, ...]) -> CoordinatorConfig:
+    from coordinator.config import CoordinatorConfig, parse_settings
+
     config = CoordinatorConfig.from_hudi(parse_settings(settings))
     return replace(config, lock_uri=lock_uri) if lock_uri else config
 
@@ -136,6 +153,7 @@ def init(
     from coordinator.locking import held
     from locks.config import open_lock
     from timeline.storage import Storage
+    from timeline.table import Table
 
     create = partial(Table.create, path, name, _fields(record_key), _fields(partition_by), hive_style, precombine)
     if Storage(path).require_fencing(lock_uri or "file"):
@@ -157,8 +175,11 @@ def write(
     path: str, input_path: str, operation: str, engine: str, as_json: bool, lock_uri: str | None, settings: tuple
 ):
     """Write a file of rows as one instant (exit 3 if it lost a conflict, 4 if the lock was unavailable)."""
+    from coordinator.input_files import read_input
+    from coordinator.writer import LocalWriter
+
     config = _config(lock_uri, settings)
-    table = Table.open(path)
+    table = _open(path)
     if engine == "spark":
         result = _spark_write(table, input_path, operation, config)
     else:
@@ -210,9 +231,14 @@ def read(
     as_json: bool,
 ):
     """Read the latest snapshot, a snapshot as of an instant, or the changes between instants."""
-    from timeline.scan import plan_scan
+    import pyarrow.parquet as pq
+    from rich.table import Table as RichTable
 
-    table = Table.open(path)
+    from timeline.reader import read_plan
+    from timeline.scan import plan_scan
+    from timeline.table import META_COLUMNS
+
+    table = _open(path)
     as_of, since, until = (_check_instant(t) for t in (as_of, since, until))
     if until is not None and since is None:
         raise BadInputError("--until needs --since (an incremental read)")
@@ -241,7 +267,7 @@ def read(
         shown.add_column(name, overflow="fold")
     for row in rows.slice(0, limit).to_pylist():
         shown.add_row(*(str(v) for v in row.values()))
-    console.print(shown)
+    _console().print(shown)
 
 
 @cli.command()
@@ -254,6 +280,9 @@ def read(
 @click.option("--json", "as_json", is_flag=True, help="The row count, the first --limit rows and the plan as JSON.")
 def query(path: str, sql: str, as_of: str | None, output: str | None, limit: int, explain: bool, as_json: bool):
     """Run one DuckDB SQL statement over the table, named `t` (and by its own name); its WHERE prunes files."""
+    import pyarrow.parquet as pq
+    from rich.table import Table as RichTable
+
     from coordinator.duckdb_view import plan_query, view_names
     from coordinator.duckdb_view import query as run_query
 
@@ -261,7 +290,7 @@ def query(path: str, sql: str, as_of: str | None, output: str | None, limit: int
     if output and not output.endswith(".parquet"):
         raise BadInputError(f"--output {output} must end in .parquet")
     if explain:
-        table = Table.open(path)
+        table = _open(path)
         plan = plan_query(table, sql, view_names(table, "t"), as_of)
         _emit_json(plan.explain()) if as_json else _print_plan(plan.explain())
         return
@@ -280,7 +309,7 @@ def query(path: str, sql: str, as_of: str | None, output: str | None, limit: int
         shown.add_column(name, overflow="fold")
     for row in rows.slice(0, limit).to_pylist():
         shown.add_row(*(str(v) for v in row.values()))
-    console.print(shown)
+    _console().print(shown)
 
 
 def _json_value(value: object) -> object:
@@ -308,7 +337,9 @@ def _print_plan(doc: dict) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def timeline(path: str, of_metadata: bool, as_json: bool):
     """Instants on the active timeline, oldest first."""
-    table = Table.open(path)
+    from rich.table import Table as RichTable
+
+    table = _open(path)
     active = _require_mdt(table).timeline() if of_metadata else table.timeline()
     doc = [{"instant": i.time, "action": i.action, "state": i.state.value} for i in active.instants]
     if as_json:
@@ -319,7 +350,7 @@ def timeline(path: str, of_metadata: bool, as_json: bool):
         shown.add_column(column)
     for item in doc:
         shown.add_row(item["instant"], item["action"], item["state"])
-    console.print(shown)
+    _console().print(shown)
 
 
 @cli.command(name="ls")
@@ -334,7 +365,7 @@ def timeline(path: str, of_metadata: bool, as_json: bool):
 @click.option("--json", "as_json", is_flag=True)
 def ls(path: str, partition: str | None, source: str | None, as_json: bool):
     """Latest base files of the table, filtered by the timeline."""
-    table = Table.open(path)
+    table = _open(path)
     view = table.view(source=source or "auto")
     files = view.latest_base_files(partition)
     doc = [{"partition": f.partition, "file": f.name, "size": f.size, "instant": f.instant} for f in files]
@@ -363,6 +394,8 @@ def _spark_read(path: str, as_of: str | None, where: str | None, since: str | No
 
 
 def _require_mdt(table: Table):
+    from timeline.mdt.health import repair_hint
+
     mdt = table.metadata()
     if not mdt.exists() and table.has_metadata_table():
         raise BadInputError(
@@ -403,11 +436,12 @@ def _index_names(text: str) -> list[str]:
 def metadata_create(path: str, index: str, engine: str, lock_uri: str | None, settings: tuple):
     """Build the metadata table (from a storage listing) and turn on indexes (from the files' footers)."""
     from timeline.mdt.bootstrap import initialize
+    from timeline.mdt.reader import MetadataReader
 
     wanted = _index_names(index)
-    table = Table.open(path)
+    table = _open(path)
     if not table.metadata().exists() or "files" in wanted and not table.has_metadata_table():
-        with console.status("listing storage and writing the metadata table"):
+        with _console().status("listing storage and writing the metadata table"):
             time = initialize(table.metadata(), table.config.name, table.timeline())
         partitions = MetadataReader(table.metadata(), table.timeline()).all_partitions()
         click.echo(f"created the metadata table at {time}: {len(partitions)} partition(s)")
@@ -429,7 +463,7 @@ def _build_indexes(wanted: list[str], spark, table: Table, config: CoordinatorCo
     from coordinator.locking import held
     from timeline.mdt.index_build import build
 
-    with held(lock), Progress(console=console, transient=True) as progress:
+    with held(lock), Progress(console=_console(), transient=True) as progress:
         task = progress.add_task(f"indexing {', '.join(wanted)}", total=None)
         return build(table.metadata(), table.timeline(), wanted, lambda n: progress.advance(task, n), spark)
 
@@ -442,7 +476,7 @@ def metadata_delete(path: str, index: str):
     from timeline.mdt.index_build import drop
 
     wanted = _index_names(index)
-    table = Table.open(path)
+    table = _open(path)
     if "files" in wanted:
         table.delete_metadata_table()
         click.echo(f"deleted the metadata table of {table.config.name}")
@@ -456,8 +490,10 @@ def metadata_delete(path: str, index: str):
 @coordinator_options
 def metadata_repair(path: str, lock_uri: str | None, settings: tuple):
     """Rebuild the metadata table from the storage listing, under the table's lock."""
+    from timeline.mdt.reader import MetadataReader
+
     time = _run_locked(path, _config(lock_uri, settings), _repair_metadata)
-    table = Table.open(path)
+    table = _open(path)
     partitions = MetadataReader(table.metadata(), table.timeline()).all_partitions()
     click.echo(f"rebuilt the metadata table at {time}: {len(partitions)} partition(s)")
 
@@ -477,9 +513,10 @@ def metadata_stats(path: str, as_json: bool):
     """Partition count, last compaction, sync state, log files and sizes."""
     from timeline.mdt import layout
     from timeline.mdt.bootstrap import validate
+    from timeline.mdt.reader import MetadataReader
     from timeline.metrics import METRICS
 
-    table = Table.open(path)
+    table = _open(path)
     mdt = _require_mdt(table)
     data_timeline = table.timeline()
     mdt_timeline = mdt.timeline()
@@ -527,7 +564,9 @@ def _partition_stats(table: Table, mdt, reader: MetadataReader, base_instant: st
 @click.option("--json", "as_json", is_flag=True)
 def metadata_list_partitions(path: str, as_json: bool):
     """Partitions, from the metadata table."""
-    table = Table.open(path)
+    from timeline.mdt.reader import MetadataReader
+
+    table = _open(path)
     partitions = MetadataReader(_require_mdt(table), table.timeline()).all_partitions()
     if as_json:
         _emit_json({"partitions": partitions})
@@ -542,7 +581,9 @@ def metadata_list_partitions(path: str, as_json: bool):
 @click.option("--json", "as_json", is_flag=True)
 def metadata_list_files(path: str, partitions: tuple[str, ...], as_json: bool):
     """Files from the metadata table (every committed file version), one read for all partitions."""
-    table = Table.open(path)
+    from timeline.mdt.reader import MetadataReader
+
+    table = _open(path)
     listing = MetadataReader(_require_mdt(table), table.timeline()).listing(list(partitions) or None)
     rows = listing.sort_by([("partition", "ascending"), ("file", "ascending")]).to_pylist()
     if as_json:
@@ -560,7 +601,7 @@ def metadata_validate(path: str, as_json: bool):
     from timeline.mdt.bootstrap import validate
     from timeline.mdt.index_build import validate as validate_indexes
 
-    table = Table.open(path)
+    table = _open(path)
     timeline = table.timeline()
     report = validate(_require_mdt(table), timeline)
     index_reports = validate_indexes(table.metadata(), timeline)
@@ -639,7 +680,7 @@ def _run_locked(path: str, config: CoordinatorConfig, service):
     """Open the table and its configured lock, run `service(table, config, lock)`, close the lock."""
     from coordinator.locking import table_lock
 
-    table = Table.open(path)
+    table = _open(path)
     lock = table_lock(table, config)
     try:
         return service(table, config, lock)
@@ -693,7 +734,7 @@ def worker(
     if interval < 0 or (max_runs is not None and max_runs < 1):
         raise BadInputError("--interval must be >= 0 and --max-runs >= 1")
     config = _clean_config(_config(lock_uri, settings), policy, retained)
-    run_worker(Table.open(path), kind, config, interval, max_runs, lambda line: click.echo(line))
+    run_worker(_open(path), kind, config, interval, max_runs, lambda line: click.echo(line))
 
 
 @cli.group()
@@ -704,7 +745,7 @@ def lock() -> None:
 def _open_table_lock(path: str, uri: str):
     from locks.config import open_lock
 
-    table = Table.open(path)
+    table = _open(path)
     return open_lock(uri, table.uri, table.config.name)
 
 
@@ -772,10 +813,26 @@ def demo(path: str | None, batches: int, rows: int):
 
     if batches < 4 or rows < 100:
         raise BadInputError("--batches must be >= 4 and --rows >= 100")
-    run_demo(path, console, batches, rows)
+    run_demo(path, _console(), batches, rows)
 
 
-cli.add_command(chaos_commands)
+class _ChaosGroup(click.Group):
+    """`tandem chaos`, whose commands live in chaos.cli: imported when one is looked up, not for `tandem --help`."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from chaos.cli import chaos
+
+        return chaos.list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from chaos.cli import chaos
+
+        return chaos.get_command(ctx, cmd_name)
+
+
+@cli.group(name="chaos", cls=_ChaosGroup)
+def chaos_group() -> None:  # the help of chaos.cli's group (a copy, see OPERATIONS)
+    """Crash the protocols at every step and check the invariants after recovery."""
 
 
 def main() -> None:

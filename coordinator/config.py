@@ -10,6 +10,8 @@ from dataclasses import dataclass, fields, replace
 
 from timeline.errors import BadInputError
 
+OPERATIONS = ("insert", "bulk_insert", "upsert", "delete", "insert_overwrite")
+
 EAGER = "EAGER"
 LAZY = "LAZY"
 FAILED_WRITES_POLICIES = (EAGER, LAZY)

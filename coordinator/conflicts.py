@@ -56,9 +56,10 @@ def _clean_versions(timeline: ActiveTimeline, clean: Instant) -> set[tuple[str, 
     return versions
 
 
-def _prepared(timeline: ActiveTimeline, own: str, mdt: MetadataTable) -> list[tuple[str, set[tuple[str, str]] | None]]:
+def _prepared(
+    timeline: ActiveTimeline, own: str, mdt: MetadataTable, mdt_timeline: ActiveTimeline
+) -> list[tuple[str, set[tuple[str, str]] | None]]:
     """Pending write instants with an MDT deltacommit and no rollback decision, with their footprints."""
-    mdt_timeline = mdt.timeline()
     found = []
     for other in timeline.pending():
         if other.action not in WRITE_ACTIONS or other.time == own or mdt_timeline.find(other.time) is None:
@@ -117,8 +118,9 @@ def check(
                 f"instant {own} conflicts with {other.time}, which {kind} file group {file_id} "
                 f"in partition {partition!r} after {own} began"
             )
-    if mdt is not None and mdt.exists():
-        for other, footprint in _prepared(timeline, own, mdt):
+    mdt_timeline = mdt.timeline_if_exists() if mdt is not None else None
+    if mdt is not None and mdt_timeline is not None:
+        for other, footprint in _prepared(timeline, own, mdt, mdt_timeline):
             if footprint is None or footprint & mine:
                 raise ConflictError(
                     f"instant {own} conflicts with {other}, which is being committed on the same file groups"

@@ -105,4 +105,4 @@ class Heartbeat:
             self._thread.join()
             self._thread = None
         if delete:
-            self.storage.delete(heartbeat_path(self.instant))
+            self.storage.discard(heartbeat_path(self.instant))

@@ -22,11 +22,15 @@ def marker_dir(time: str) -> str:
     return f"{TEMP_DIR}/{time}"
 
 
+def marker_path(time: str, path: str, kind: str) -> str:
+    return f"{marker_dir(time)}/{path}{MARKER_SUFFIX}{kind}"
+
+
 def create_marker(storage: Storage, time: str, path: str, kind: str = "CREATE") -> None:
     """Only a rollback removes a pending instant's marker folder; losing it mid-create means stop writing."""
     partition_path.split_file_path(path, f"marker of instant {time}")
     try:
-        storage.create_if_absent(f"{marker_dir(time)}/{path}{MARKER_SUFFIX}{kind}", b"", durable=False)
+        storage.create_if_absent(marker_path(time, path, kind), b"", durable=False)
     except FileNotFoundError as err:
         raise TandemError(f"instant {time}: its marker folder was removed: another process rolled it back") from err
 

@@ -116,7 +116,7 @@ def resume(table: Table, rollback_instant: Instant) -> None:
         crash_point(MDT_MIRRORED)
     timeline.delete_instant_files(target["commitTime"], target["action"])
     table.storage.delete_dir(markers.marker_dir(target["commitTime"]))
-    table.storage.delete(f"{HEARTBEAT_DIR}/{target['commitTime']}")
+    table.storage.discard(f"{HEARTBEAT_DIR}/{target['commitTime']}")
     crash_point(INSTANT_REMOVED)
     metadata = {
         "startRollbackTime": rollback_instant.time,

@@ -35,6 +35,7 @@ from timeline.mdt.health import check_writable
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS
 from timeline.mdt.maintenance import housekeeping
 from timeline.mdt.reader import MetadataReader
+from timeline.read_once import reuse_reads
 from timeline.table import Table
 from timeline.table_config import read_config
 
@@ -82,6 +83,10 @@ class Transaction:
         # need not read the MDT to learn which of its partitions are new.
         self.known_partitions: set[str] | None = None
         self.undone = False  # set once T was removed from both tables (a lost conflict check)
+        # Set by a writer whose every file is written by this process through `create_marker` (not Spark's
+        # executors): the markers are then known without listing them.
+        self.markers_only_here = False
+        self._markers: dict[str, str] = {}  # data file -> its marker, as created here
 
     @property
     def time(self) -> str:
@@ -101,14 +106,15 @@ class Transaction:
 
     def _begin(self) -> str:
         with held(self.lock) as token:
-            timeline = roll_back_orphans(self.table, self.config).timeline
-            self._build_metadata_table_if_missing(timeline)
-            self.table.config = check_writable(self.table, timeline)
-            self._apply_index_settings(timeline)
-            crash_point(BEGIN_LOCKED)
-            self.seen = timeline.completed_times()
-            self.watched = frozenset(i.time for i in timeline.pending() if i.action in WRITE_ACTIONS)
-            time = self.table.new_instant_time(timeline)
+            with reuse_reads():  # each timeline and listing read once until something is written
+                timeline = roll_back_orphans(self.table, self.config).timeline
+                self._build_metadata_table_if_missing(timeline)
+                self.table.config = check_writable(self.table, timeline)
+                self._apply_index_settings(timeline)
+                crash_point(BEGIN_LOCKED)
+                self.seen = timeline.completed_times()
+                self.watched = frozenset(i.time for i in timeline.pending() if i.action in WRITE_ACTIONS)
+                time = self.table.new_instant_time(timeline)
             instant = Instant(time, self.action, State.REQUESTED)
             self.lock.check()
             timeline.create_requested(instant)
@@ -161,10 +167,20 @@ class Transaction:
     def create_marker(self, path: str, kind: str = "CREATE") -> None:
         """Record that `path` (relative to the base) is about to be written."""
         markers.create_marker(self.table.storage, self.time, path, kind)
+        self._markers[path] = markers.marker_path(self.time, path, kind)
         crash_point(WRITE_MARKER)
 
     def marked_files(self) -> list[str]:
+        if self.markers_only_here:
+            return sorted(self._markers)
         return markers.marked_files(self.table.storage, self.time)
+
+    def _remove_markers(self) -> None:
+        """The marker folder; on S3, when every marker was made here, one batched delete of them (no listing)."""
+        if self.markers_only_here and self.table.storage.is_s3:
+            self.table.storage.discard_all(list(self._markers.values()))
+        else:
+            self.table.storage.delete_dir(markers.marker_dir(self.time))
 
     # commit ----------------------------------------------------------------------------
     def finalize(self, metadata: CommitMetadata) -> None:
@@ -172,7 +188,7 @@ class Transaction:
         keep = {s.path for s in metadata.write_stats()}
         for path in self.marked_files():
             if path not in keep:
-                self.table.storage.delete(path)
+                self.table.storage.discard(path)
         crash_point(COMMIT_FINALIZED)
 
     def _check_still_ours(self, timeline: ActiveTimeline) -> None:
@@ -194,14 +210,15 @@ class Transaction:
         metadata = metadata or self.metadata
         try:
             with held(self.lock, self.time) as token:
-                timeline = self.table.timeline()
-                try:
-                    self._check_still_ours(timeline)
-                    self._check_conflicts(timeline, metadata)
-                    check_writable(self.table, timeline)
-                except TandemError:
-                    self._undo()
-                    raise
+                with reuse_reads():  # one read of each timeline for the checks before the MDT claim
+                    timeline = self.table.timeline()
+                    try:
+                        self._check_still_ours(timeline)
+                        self._check_conflicts(timeline, metadata)
+                        check_writable(self.table, timeline)
+                    except TandemError:
+                        self._undo()
+                        raise
                 crash_point(COMMIT_LOCKED)
                 self.finalize(metadata)
                 metadata.extra_metadata[TOKEN_KEY] = str(token)
@@ -221,7 +238,7 @@ class Transaction:
         finally:
             self._stop_heartbeat()
         crash_point(COMMIT_RELEASED)
-        self.table.storage.delete_dir(markers.marker_dir(self.time))
+        self._remove_markers()
         crash_point(COMMIT_CLEANED)
         self.close()
         return done
@@ -270,9 +287,10 @@ class Transaction:
     def mirror_to_metadata(self, metadata: CommitMetadata, timeline: ActiveTimeline) -> None:
         """Metadata first: MDT housekeeping, then MDT deltacommit T (with T's footprint), before T completes."""
         mdt = self.table.metadata()
-        if not mdt.exists():
+        mdt_timeline = mdt.timeline_if_exists()
+        if mdt_timeline is None:
             return
-        done = housekeeping(mdt, timeline, self.config.max_delta_commits, keep=self.time)
+        done = housekeeping(mdt, timeline, self.config.max_delta_commits, keep=self.time, mdt_timeline=mdt_timeline)
         known = self.known_partitions
         if known is None:
             known = set(MetadataReader(mdt, timeline).all_partitions())
@@ -296,7 +314,7 @@ class Transaction:
         # paused past its heartbeat) deletes the markers, then a file may still land.
         written = {s.path for s in self.metadata.write_stats()}
         for path in sorted(set(self.marked_files()) | written):
-            self.table.storage.delete(path)
+            self.table.storage.discard(path)
         mdt = self.table.metadata()
         if mdt.exists():
             mdt.rollback(self.time, timeline)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
@@ -20,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from chaos.crash_points import crash_point
-from coordinator.config import CoordinatorConfig
+from coordinator.config import OPERATIONS, CoordinatorConfig
 from coordinator.transaction import WRITE_FILE, Transaction
 from locks.base import LockProvider
 from timeline import keys
@@ -34,11 +35,11 @@ from timeline.instant import COMMIT, REPLACE_COMMIT
 from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt.bloom_index import bloom_candidates
 from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
+from timeline.read_once import reuse_reads
 from timeline.reader import read_base_file
 from timeline.schema_evolution import canonical_schema, conform, evolve, with_zones_of
 from timeline.table import META_COLUMNS, Table
 
-OPERATIONS = ("insert", "bulk_insert", "upsert", "delete", "insert_overwrite")
 DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
 DEFAULT_SMALL_FILE_LIMIT = 100 * 1024 * 1024
 KEY = "_hoodie_record_key"
@@ -52,7 +53,7 @@ NEW = ""
 class WriteOptions:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     row_group_size: int = 128 * 1024
-    # Hudi's hoodie.parquet.small.file.limit: an upsert's new records top up a file group below it (Spark writer)
+    # Hudi's hoodie.parquet.small.file.limit: an upsert's new records top up a file group below it
     small_file_limit: int = DEFAULT_SMALL_FILE_LIMIT
 
 
@@ -104,6 +105,8 @@ class LocalWriter:
         self.coordinator = coordinator or CoordinatorConfig()
         self.lock = lock
         self._schema_cache: tuple[str, pa.Schema] | None = None  # (instant time, its data schema)
+        self._fetched: dict[str, bytes] = {}  # base files one write read whole from S3, read again by its merge
+        self._ensured: set[str] = set()  # partitions this write knows to have their metadata file
 
     # preparation -------------------------------------------------------------------
     def _prepare(self, data: pa.Table, operation: str, schema: pa.Schema | None) -> pa.Table:
@@ -247,7 +250,7 @@ class LocalWriter:
     def _read(self, base: BaseFile, columns: list[str] | None = None) -> pa.Table:
         """A base file this write builds on; gone means a concurrent writer and clean moved past it."""
         try:
-            return read_base_file(self.table.storage, base.path, columns)
+            return read_base_file(self.table.storage, base.path, columns, base.size or None, self._fetched)
         except FileNotFoundError as err:
             raise ConflictError(f"{base.path} was cleaned while this write read it: a newer version exists") from err
 
@@ -323,13 +326,14 @@ class LocalWriter:
         files = [f for f in view.latest_base_files() if glob or f.partition in partitions]
         located = self._index(self._may_hold(view, files, rows))
         move = self.coordinator.update_partition_path
+        small = self.small_groups(files)
         tags: list[tuple[int, str, str, bool]] = []  # (row, target file id, partition path, deletes)
         records = zip(rows.column(KEY).to_pylist(), rows.column(PARTITION).to_pylist(), strict=True)
         for i, (key, partition) in enumerate(records):
             found = sorted(located.get(key, []), key=lambda b: (b.partition, b.file_id))
             updates, deletes, partition = route(operation, found, partition, glob, move)
             if not updates and operation != "delete":
-                tags.append((i, NEW, partition, False))
+                tags.append((i, small.get(partition, NEW), partition, False))
             tags += [(i, b.file_id, partition, False) for b in updates]
             tags += [(i, b.file_id, b.partition, True) for b in deletes]
         take, targets, paths, deleted = (list(c) for c in zip(*tags, strict=True)) if tags else ([], [], [], [])
@@ -337,6 +341,18 @@ class LocalWriter:
         tagged = tagged.set_column(tagged.schema.get_field_index(PARTITION), PARTITION, pa.array(paths, pa.string()))
         tagged = tagged.append_column(TARGET, pa.array(targets, pa.string()))
         return {f.file_id: f for f in files}, tagged.append_column(DELETE, pa.array(deleted, pa.bool_()))
+
+    def small_groups(self, files: list[BaseFile]) -> dict[str, str]:
+        """Per partition, its smallest file group below the small-file limit: where an upsert's new keys go,
+        so that file groups (and what the index must open) stay few however many upserts a table takes."""
+        smallest: dict[str, BaseFile] = {}
+        for f in files:
+            if f.size < self.options.small_file_limit and (
+                f.partition not in smallest
+                or (f.size, f.file_id) < (smallest[f.partition].size, smallest[f.partition].file_id)
+            ):
+                smallest[f.partition] = f
+        return {p: f.file_id for p, f in smallest.items()}
 
     def plan_tagged(self, tagged: pa.Table, bases: dict[str, BaseFile], schema: pa.Schema | None) -> list[_FileWrite]:
         """The files of tagged records: NEW ones start file groups, the rest rewrite their target group."""
@@ -388,7 +404,9 @@ class LocalWriter:
         folder's entry is flushed before that file exists.
         """
         storage = self.table.storage
-        new = sorted({p for p in partitions if not storage.exists(partition_metadata_path(p))})
+        asked = set(partitions) - self._ensured
+        self._ensured |= asked
+        new = sorted(p for p in asked if not storage.exists(partition_metadata_path(p)))
         if not new:
             return
         storage.create_dirs(new)
@@ -439,10 +457,25 @@ class LocalWriter:
         """
         operation, action = resolve_operation(operation)
         keys.partition_paths(data, self.config.partition_fields, self.config.hive_style)  # bad input before begin
-        with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
-            if on_begin is not None:
-                on_begin(txn.time)
-            view, existing = self.view_and_schema(operation, txn)
+        try:
+            return self._write(data, operation, action, on_begin)
+        finally:
+            self._fetched.clear()
+            self._ensured.clear()
+
+    def _write(
+        self, data: pa.Table, operation: str, action: str, on_begin: Callable[[str], None] | None
+    ) -> WriteResult:
+        with ExitStack() as stack:
+            with reuse_reads():  # the view reuses the MDT reads of the begin (nothing wrote there since)
+                txn = stack.enter_context(
+                    Transaction(self.table, action, operation.upper(), self.coordinator, self.lock)
+                )
+                if on_begin is not None:
+                    on_begin(txn.time)
+                view, existing = self.view_and_schema(operation, txn)
+            self._ensured = set(txn.known_partitions)  # listed by the view: created before any file in them
+            txn.markers_only_here = True  # every file of this write goes through txn.create_marker
             incoming = pa.schema([f for f in data.schema if f.name not in META_COLUMNS])
             schema = target_schema(incoming, existing, operation)
             txn.metadata.schema = arrow_to_avro(schema, self.config.name)

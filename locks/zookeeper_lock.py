@@ -93,16 +93,25 @@ class ZookeeperLock(LockProvider):
         return " / ".join(sorted(causes))
 
     def try_acquire(self) -> int | None:
+        """Only the recipe's own round trips: create and list children (delete on release).
+
+        The path was ensured at connect; a create that finds it gone makes it anew.
+        The token is the node's sequence number, so nothing is written after the create.
+        """
+        from kazoo.exceptions import NoNodeError
+
         self._ensure_started()
         if self._lock is None:
             self._lock = self.client.Lock(self.path, OwnerInfo(instant=self.instant).to_json())
-        # Wait briefly on the recipe's watch rather than polling: contenders queue fairly.
-        if not self._lock.acquire(blocking=True, timeout=max(self.remaining_s(self.attempt_wait_s), 0.01)):
+            self._lock.assured_path = True
+        try:
+            # Wait briefly on the recipe's watch rather than polling: contenders queue fairly.
+            if not self._lock.acquire(blocking=True, timeout=max(self.remaining_s(self.attempt_wait_s), 0.01)):
+                return None
+        except NoNodeError:
+            self.client.ensure_path(self.path)
             return None
-        token = int(self._lock.node[-10:])
-        self._lock.data = OwnerInfo(instant=self.instant, token=token).to_json().encode()
-        self.client.set(f"{self.path}/{self._lock.node}", self._lock.data)
-        return token
+        return int(self._lock.node[-10:])
 
     def check(self) -> None:
         """While SUSPENDED, wait for RECONNECTED; past the session timeout, or LOST, abort.
@@ -139,9 +148,11 @@ class ZookeeperLock(LockProvider):
             return None
         data, _ = self.client.get(f"{self.path}/{node}")
         try:
-            return OwnerInfo.from_json(data)
+            holder = OwnerInfo.from_json(data)
         except ValueError:
-            return OwnerInfo(host="?", pid=0, token=int(node[-10:]))
+            holder = OwnerInfo(host="?", pid=0)
+        holder.token = int(node[-10:])
+        return holder
 
     def force_release(self) -> None:
         self._ensure_started()

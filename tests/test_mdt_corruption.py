@@ -113,6 +113,14 @@ def delete_base_file(base: Path) -> None:
     Path(mdt.storage.full(layout.base_path(layout.latest_completed_compaction(mdt.timeline())))).unlink()
 
 
+def truncate_base_file(base: Path) -> None:
+    """Present, but shorter than its compaction wrote it (the table keeps its column stats and bloom indexes,
+    whose bases the same compaction wrote)."""
+    mdt = Table.open(str(base)).metadata()
+    path = Path(mdt.storage.full(layout.base_path(layout.latest_completed_compaction(mdt.timeline()))))
+    path.write_bytes(path.read_bytes()[:-100])
+
+
 CORRUPTIONS: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "flipped-byte": ("logs", flip_byte_in_newest_log, "CRC32 mismatch"),
     "torn-tail": ("logs", truncate_newest_log, "is corrupt"),
@@ -121,6 +129,7 @@ CORRUPTIONS: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "log-lost-then-compacted": ("logs", compact_after_losing_the_newest_log, "was missing when compaction"),
     "mdt-properties-deleted": ("logs", delete_mdt_properties, "hoodie.properties is missing"),
     "base-file-deleted": ("compacted", delete_base_file, "of completed compaction"),
+    "base-file-truncated": ("compacted", truncate_base_file, "wrote"),
 }
 
 

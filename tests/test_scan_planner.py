@@ -193,3 +193,31 @@ def test_a_base_file_name_parses_the_same_in_bulk_and_alone():
         assert (part is None) == (alone is None), name
         if alone is not None:
             assert (part["file_id"], part["instant"]) == (alone.file_id, alone.instant)
+
+
+def test_plans_in_one_process_follow_new_commits_and_metadata_compactions(tmp_path):
+    """What the planner keeps per process (parsed base listings, the partition list, typed candidates)
+    never answers for a table that moved on: every plan equals a plan from a storage listing."""
+    from coordinator.config import CoordinatorConfig
+    from coordinator.writer import LocalWriter
+    from timeline.scan import plan_scan
+    from timeline.table import Table
+
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], hive_style=True)
+    writer = LocalWriter(table, coordinator=CoordinatorConfig(max_delta_commits=2))
+
+    def check(where: str | None) -> None:
+        ours = plan_scan(Table.open(table.uri), where)
+        truth = plan_scan(Table.open(table.uri), where, source="storage")
+        assert ours.source == "metadata"
+        key = ["partition", "file"]
+        order = [(c, "ascending") for c in key]
+        assert ours.files.select(key).sort_by(order).to_pylist() == truth.files.select(key).sort_by(order).to_pylist()
+
+    batches = [[0, 1, 2], [3], [1, 4], [5, 0], [6], [2, 7]]
+    for step, partitions in enumerate(batches):
+        ids = [step * 10 + p for p in partitions]
+        writer.write(pa.table({"id": ids, "p": [str(p) for p in partitions], "v": ids}), "upsert")
+        for where in (None, "p = '1'", f"p = '{partitions[-1]}'", "p >= '4'", "p IN ('0', '7')"):
+            check(where)
+    assert table.metadata().timeline().completed()[-1].action == "compaction"  # the cycle was crossed

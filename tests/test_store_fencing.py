@@ -162,13 +162,27 @@ def _one_error_line(stderr: str) -> str:
 
 
 # the probe -----------------------------------------------------------------------------------------------------
-def test_moto_honours_create_if_absent_and_the_probe_leaves_nothing(s3_base, moto, monkeypatch):
+def test_moto_honours_create_if_absent_and_the_probe_leaves_one_object(s3_base, moto, monkeypatch):
     storage = Storage(s3_base)
     client = storage_module._s3()
-    found = store_probe.probe(client, storage.bucket, "table/.hoodie/.tandem-probe")
+    probe_dir = storage.key(store_probe.PROBE_DIR)
+    found = store_probe.probe(client, storage.bucket, probe_dir)
     assert found.fenced, found
+    kept = f"{probe_dir}/{store_probe.PROBE_OBJECT}"
+    assert set(snapshot(moto, storage.bucket)) == {kept}
+    sent = []
+
+    def record(**call) -> None:
+        sent.append(call["model"].name)
+
+    client.meta.events.register("before-call.s3.*", record)
+    try:
+        assert store_probe.probe(client, storage.bucket, probe_dir).fenced  # it exists: one refused create
+    finally:
+        client.meta.events.unregister("before-call.s3.*", record)
+    assert sent == ["HeadObject", "PutObject"]
+    assert set(snapshot(moto, storage.bucket)) == {kept}
     storage.require_fencing()
-    assert snapshot(moto, storage.bucket) == {}  # both probes deleted their object
 
     def no_second_probe(*args):
         raise AssertionError("the verdict is cached per (endpoint, bucket)")

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.writer import LocalWriter
+from coordinator.writer import LocalWriter, WriteOptions
 from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, tandem, unzip_fixture
 from timeline.reader import read_view
 from timeline.table import META_COLUMNS, Table
@@ -86,6 +86,33 @@ def test_upsert_keeps_meta_of_carried_rows(tmp_path):
     assert after[2]["_hoodie_commit_seqno"].startswith(second.instant + "_")
     stats = second.metadata.write_stats()
     assert [(s.prev_commit, s.num_update_writes, s.num_writes) for s in stats] == [(first.instant, 1, 2)]
+
+
+def test_upserted_new_keys_top_up_the_smallest_small_file_group(tmp_path):
+    """Upserts of new keys do not add file groups while a small one exists: the index's cost stays bounded."""
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
+    writer = LocalWriter(table)
+    writer.write(pa.table({"id": [1, 2, 3], "p": ["a", "a", "b"], "v": [1, 2, 3]}), "insert")
+    writer.write(pa.table({"id": [4], "p": ["a"], "v": [4]}), "insert")  # a second, smaller group in "a"
+    groups = {(f.partition, f.file_id): f.size for f in table.view().latest_base_files()}
+    smallest_a = min((size, fid) for (p, fid), size in groups.items() if p == "a")[1]
+    first = writer.write(pa.table({"id": [10, 11], "p": ["a", "b"], "v": [10, 11]}), "upsert")
+    stats = {s.partition_path: s for s in first.metadata.write_stats()}
+    assert (stats["a"].file_id, stats["a"].num_inserts) == (smallest_a, 1)
+    for batch in range(1, 5):
+        ids = [10 + 2 * batch, 11 + 2 * batch]
+        writer.write(pa.table({"id": ids, "p": ["a", "b"], "v": ids}), "upsert")
+    assert {(f.partition, f.file_id) for f in table.view().latest_base_files()} == set(groups)
+    assert {r["id"] for r in assert_same_rows(table.uri, ["_hoodie_record_key"])} == {1, 2, 3, 4, *range(10, 20)}
+
+
+def test_small_file_limit_zero_starts_new_groups(tmp_path):
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0))
+    writer.write(pa.table({"id": [1], "p": ["a"], "v": [1]}), "insert")
+    writer.write(pa.table({"id": [2], "p": ["a"], "v": [2]}), "upsert")
+    assert len(table.view().latest_base_files()) == 2
+    assert {r["id"] for r in assert_same_rows(table.uri, ["_hoodie_record_key"])} == {1, 2}
 
 
 def test_complex_keys_and_multi_level_partitions(tmp_path):

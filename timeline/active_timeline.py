@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from timeline import avro_metadata
@@ -20,6 +22,30 @@ from timeline.instant import (
 from timeline.storage import Storage
 
 ARCHIVED_FOLDER = "archived"
+CACHED_INSTANT_BYTES = 16 << 20
+_READS: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
+_READS_LOCK = threading.Lock()
+_read_bytes = 0
+
+
+def _cached_read(storage: Storage, path: str, listed: tuple[int, int]) -> bytes:
+    """Immutable timeline files, keyed by path and the size and time the listing gave: a commit reads the
+    same completed instants at begin, in its view and at commit, a request each on S3."""
+    key = (storage.full(path), *listed)
+    with _READS_LOCK:
+        found = _READS.get(key)
+        if found is not None:
+            _READS.move_to_end(key)
+            return found
+    data = storage.read_bytes(path)
+    global _read_bytes
+    with _READS_LOCK:
+        if key not in _READS:
+            _READS[key] = data
+            _read_bytes += len(data)
+        while _read_bytes > CACHED_INSTANT_BYTES and len(_READS) > 1:
+            _read_bytes -= len(_READS.popitem(last=False)[1])
+    return data
 
 
 @dataclass
@@ -29,19 +55,27 @@ class ActiveTimeline:
     storage: Storage
     meta_dir: str
     instants: list[Instant]
+    listed: dict[str, tuple[int, int]] = field(default_factory=dict)  # file name -> (size, mtime ns) as listed
 
     @staticmethod
     def load(storage: Storage, meta_dir: str = ".hoodie") -> ActiveTimeline:
+        return ActiveTimeline.from_listing(storage, meta_dir, storage.list_dir(meta_dir))
+
+    @staticmethod
+    def from_listing(storage: Storage, meta_dir: str, infos: list) -> ActiveTimeline:
+        """The timeline of a listing of `meta_dir` (its other entries are ignored)."""
         latest: dict[tuple[str, str], Instant] = {}
+        listed: dict[str, tuple[int, int]] = {}
         rank = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
-        for info in storage.list_dir(meta_dir):
+        for info in infos:
             instant = parse_instant_file(info.base_name)
             if instant is None:
                 continue
+            listed[info.base_name] = (int(info.size or 0), int(info.mtime_ns or 0))
             current = latest.get((instant.time, instant.action))
             if current is None or rank[instant.state] > rank[current.state]:
                 latest[(instant.time, instant.action)] = instant
-        return ActiveTimeline(storage, meta_dir, sorted(_merge_compaction_commits(latest)))
+        return ActiveTimeline(storage, meta_dir, sorted(_merge_compaction_commits(latest)), listed)
 
     def reload(self) -> ActiveTimeline:
         return ActiveTimeline.load(self.storage, self.meta_dir)
@@ -92,7 +126,13 @@ class ActiveTimeline:
 
     # content -------------------------------------------------------------------
     def read(self, instant: Instant) -> bytes:
-        return self.storage.read_bytes(self.path(instant))
+        """An instant file's bytes; a completed instant or a compaction plan (written once by a
+        create-if-absent, never changed) once per process while listings show it unchanged."""
+        path = self.path(instant)
+        listed = self.listed.get(instant.file_name)
+        if listed is None or not listed[1] or not (instant.is_completed or instant.action == COMPACTION):
+            return self.storage.read_bytes(path)
+        return _cached_read(self.storage, path, listed)
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         source = self.storage.uri(self.path(instant))
@@ -154,7 +194,7 @@ class ActiveTimeline:
         its history), so the next recovery finishes the job.
         """
         for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):
-            self.storage.delete(self.path(Instant(time, action, state)))
+            self.storage.discard(self.path(Instant(time, action, state)))
 
 
 def _merge_compaction_commits(latest: dict[tuple[str, str], Instant]) -> list[Instant]:

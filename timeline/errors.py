@@ -41,3 +41,7 @@ class LockError(TandemError):
     """The lock could not be acquired (or was lost) within the configured bound."""
 
     exit_code = 4
+
+
+class MetadataFallbackWarning(UserWarning):
+    """A read listed storage because the metadata table is unhealthy."""

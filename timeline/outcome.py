@@ -87,14 +87,12 @@ def forget(storage: Storage, time: str) -> None:
     """Drop a commit decision once its instant is archived (rollback decisions are kept for zombies)."""
     found = read(storage, time)
     if found is not None and found.is_commit:
-        storage.delete(outcome_path(time))
+        storage.discard(outcome_path(time))
 
 
 def complete(timeline: ActiveTimeline, instant: Instant, payload: bytes) -> Instant:
     """Create `instant`'s completed file for a commit decision; a roll-forward may have done it already."""
     done = instant.with_state(State.COMPLETED)
-    if timeline.storage.exists(timeline.path(done)):
-        return done
     try:
         return timeline.complete(instant, payload)
     except TandemError:

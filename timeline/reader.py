@@ -22,9 +22,29 @@ if TYPE_CHECKING:
 COMMIT_TIME = "_hoodie_commit_time"
 
 
-def read_base_file(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
-    with storage.open_input(path) as handle:
-        return pq.read_table(handle, columns=columns)
+WHOLE_OBJECT_BYTES = 32 * 1024 * 1024  # on S3, a known-size file up to this is read by one GetObject
+FETCHED_BYTES = 256 * 1024 * 1024  # what one `fetched` cache may hold
+
+
+def read_base_file(
+    storage: Storage,
+    path: str,
+    columns: list[str] | None = None,
+    size: int | None = None,
+    fetched: dict[str, bytes] | None = None,
+) -> pa.Table:
+    """A base file's rows. On S3 a file whose `size` the listing gave is one GetObject when small (pyarrow's
+    file would HEAD for the size, then read the footer and each column by range); `fetched` keeps the bytes
+    for a second read in the same write (an upsert reads a file's keys, then the whole file)."""
+    if not storage.is_s3 or size is None or size > WHOLE_OBJECT_BYTES:
+        with storage.open_input(path) as handle:
+            return pq.read_table(handle, columns=columns)
+    data = fetched.get(path) if fetched is not None else None
+    if data is None:
+        data = storage.read_bytes(path)
+        if fetched is not None and sum(map(len, fetched.values())) + len(data) <= FETCHED_BYTES:
+            fetched[path] = data
+    return pq.read_table(pa.BufferReader(data), columns=columns)
 
 
 def read_files(storage: Storage, files: Iterable[BaseFile], columns: list[str] | None = None) -> pa.Table:

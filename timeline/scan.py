@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,8 +167,8 @@ def plan_scan(
     if expr is not None and schema is not None:
         expr = resolve(expr, schema)
     types = typed_fields(table.config.partition_fields, schema)
-    everything: list[str] = []
-    kept: list[str] = []
+    everything: Sequence[str] = ()
+    kept: Sequence[str] = ()
     if expr is not None and schema is not None:  # without a filter, the partition list is not needed
         everything = lister.partitions()
         kept = _prune_partitions(table, expr, everything, types)
@@ -203,9 +203,9 @@ class _Lister:
         self.reader = MetadataReader(found.mdt, found.timeline) if found.mdt is not None else None
         self._storage_files: pa.Table | None = None
 
-    def partitions(self) -> list[str]:
+    def partitions(self) -> Sequence[str]:
         if self.reader is not None:
-            return self.reader.all_partitions()
+            return self.reader.partition_tuple()
         return sorted(set(self._from_storage().column("partition").to_pylist()))
 
     def files(self, partitions: list[str] | None) -> pa.Table:
@@ -332,7 +332,9 @@ def _types(schema: pa.Schema) -> dict[str, pa.DataType]:
     return {f.name: f.type for f in schema}
 
 
-def _prune_partitions(table: Table, expr: Expr, partitions: list[str], types: dict[str, pa.DataType]) -> list[str]:
+def _prune_partitions(
+    table: Table, expr: Expr, partitions: Sequence[str], types: dict[str, pa.DataType]
+) -> Sequence[str]:
     fields = table.config.partition_fields
     if not fields or not types or table.config.raw.get(URL_ENCODE) == "true":
         return partitions

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
@@ -153,16 +154,15 @@ def prune_partitions(
     one whose path is undecided unless no row at all can match (`x = NULL`). The full
     filter is still applied to the rows.
     """
+    source = partitions
     partitions = list(partitions)
     typed = {f: types[f] for f in fields if f in types}
     unknown = evaluate(expr, lambda column: None)[0]  # what a partition whose values are unknown may hold
     if not partitions or not columns_of(expr) & set(typed):
         return partitions if unknown else []
-    table, undecided = partition_candidates(partitions, list(fields), typed, hive_style)
+    mentioned = [f for f in fields if f in typed and f in columns_of(expr)]
+    table, undecided = _sorted_candidates(source, partitions, list(fields), typed, hive_style, mentioned)
     kept = set(undecided) if unknown else set()
-    mentioned = [n for n in table.column_names if n != PARTITION_COLUMN and n in columns_of(expr)]
-    table = table.select([PARTITION_COLUMN, *mentioned])
-    table = table.take(pc.sort_indices(table, [(mentioned[0], "ascending", "at_end")]))
     blocks = [table.slice(start, PARTITION_BLOCK) for start in range(0, table.num_rows, PARTITION_BLOCK)]
     while blocks:
         block = blocks.pop()
@@ -179,6 +179,37 @@ def prune_partitions(
                 if evaluate(expr, given.get)[0]:
                     kept.add(partition)
     return [p for p in partitions if p in kept]
+
+
+_CANDIDATES: OrderedDict[tuple, tuple[Iterable[str], pa.Table, list[str]]] = OrderedDict()
+CANDIDATE_CACHE_ENTRIES = 8
+
+
+def _sorted_candidates(
+    source: Iterable[str],
+    partitions: list[str],
+    fields: list[str],
+    typed: Mapping[str, pa.DataType],
+    hive_style: bool,
+    mentioned: list[str],
+) -> tuple[pa.Table, list[str]]:
+    """Each partition's typed candidate values of the `mentioned` fields, sorted by the first, and the
+    partitions whose paths are undecided. Kept per partition tuple (immutable, so its identity names its
+    content, and held here so the identity is not reused): a process plans every later query without
+    parsing 10,000 paths again."""
+    key = (id(source), tuple(fields), tuple((f, str(t)) for f, t in typed.items()), hive_style, tuple(mentioned))
+    found = _CANDIDATES.get(key) if isinstance(source, tuple) else None
+    if found is not None and found[0] is source:
+        _CANDIDATES.move_to_end(key)
+        return found[1], found[2]
+    table, undecided = partition_candidates(partitions, fields, dict(typed), hive_style)
+    table = table.select([PARTITION_COLUMN, *mentioned])
+    table = table.take(pc.sort_indices(table, [(mentioned[0], "ascending", "at_end")]))
+    if isinstance(source, tuple):
+        _CANDIDATES[key] = (source, table, undecided)
+        while len(_CANDIDATES) > CANDIDATE_CACHE_ENTRIES:
+            _CANDIDATES.popitem(last=False)
+    return table, undecided
 
 
 def _block_facts(block: pa.Table, typed: Mapping[str, pa.DataType], ordered: str) -> dict[str, Facts | None]:

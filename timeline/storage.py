@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from timeline import store_probe
+from timeline import read_once, store_probe
 from timeline.errors import BadInputError, PathEscapeError
 
 
@@ -78,7 +78,10 @@ class Storage:
         probe_dir = self.key(store_probe.PROBE_DIR)
         return store_probe.require_fencing(_s3(), self.bucket, probe_dir, lock_uri).fenced
 
-    def _before_write(self) -> None:
+    def _before_write(self, *rels: str) -> None:
+        """Every mutation: reads of the folders above it are stale now (`read_once`); on S3, the fence probe."""
+        for rel in rels:
+            read_once.forget(self.full(rel))
         if self.is_s3:
             self.require_fencing()
 
@@ -110,6 +113,9 @@ class Storage:
         return Storage(self.uri(rel))
 
     def exists(self, rel: str) -> bool:
+        """Whether a file is there. On S3 one HEAD: pyarrow would LIST too, to see if `rel` is a folder."""
+        if self.is_s3:
+            return _s3_exists(self.bucket, self.key(rel))
         return self.fs.get_file_info(self.full(rel)).type != pafs.FileType.NotFound
 
     def is_dir(self, rel: str) -> bool:
@@ -131,7 +137,7 @@ class Storage:
     def move(self, src: str, dst: str) -> None:
         """Rename `src` to `dst` (atomic locally; copy then delete on S3)."""
         source, target = self.full(src), self.full(dst)
-        self._before_write()
+        self._before_write(src, dst)
         if not self.is_s3:
             os.makedirs(os.path.dirname(target), exist_ok=True)
         self.fs.move(source, target)
@@ -150,8 +156,8 @@ class Storage:
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Write (overwriting) atomically: readers see the old or the new bytes."""
         target = self.full(rel)
+        self._before_write(rel)
         if self.is_s3:
-            self._before_write()
             _s3().put_object(Bucket=self.bucket, Key=self.key(rel), Body=data)  # one request, not a multipart upload
             return
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -171,8 +177,8 @@ class Storage:
         flushes the folder (`sync_dirs`), batched with the step's other entries.
         """
         target = self.full(rel)
+        self._before_write(rel)
         if self.is_s3:
-            self._before_write()
             return _s3_put_if_absent(self.bucket, self.key(rel), data)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.{uuid.uuid4().hex}.tmp"
@@ -234,9 +240,15 @@ class Storage:
         self.sync_dirs(parents)
 
     def delete(self, rel: str) -> bool:
-        """Delete a file; False if it was already gone (idempotent)."""
+        """Delete a file; False if it was already gone (idempotent). On S3 a HEAD tells which (two requests):
+        callers that do not need to know use `discard`."""
         target = self.full(rel)
-        self._before_write()
+        self._before_write(rel)
+        if self.is_s3:
+            if not _s3_exists(self.bucket, self.key(rel)):
+                return False
+            _s3().delete_object(Bucket=self.bucket, Key=self.key(rel))
+            return True
         try:
             self.fs.delete_file(target)
             return True
@@ -247,15 +259,39 @@ class Storage:
                 return False
             raise
 
+    def discard(self, rel: str) -> None:
+        """Delete a file if present. On S3 one DeleteObject: pyarrow's delete would HEAD first and re-create
+        the parent's folder marker after."""
+        if not self.is_s3:
+            self.delete(rel)
+            return
+        self._before_write(rel)
+        _s3().delete_object(Bucket=self.bucket, Key=self.key(rel))
+
+    def discard_all(self, rels: Iterable[str]) -> None:
+        """Delete files if present; on S3 one `DeleteObjects` per 1,000 keys."""
+        rels = list(rels)
+        if not self.is_s3:
+            for rel in rels:
+                self.discard(rel)
+            return
+        self._before_write(*rels)
+        _s3_delete_keys(self.bucket, [self.key(rel) for rel in rels])
+
     def delete_dir(self, rel: str) -> None:
         """Delete a folder and everything in it, if present.
 
         Tolerates a concurrent deleter: marker folders are removed by whichever
-        of a writer, a rollback or a clean gets there first.
+        of a writer, a rollback or a clean gets there first. On S3 one listing
+        and one batched DeleteObjects per 1,000 objects, no folder markers left or made.
         """
+        if self.is_s3:
+            self._before_write(rel)
+            _s3_delete_prefix(self.bucket, self.key(rel).rstrip("/") + "/")
+            return
         if not self.exists(rel):
             return
-        self._before_write()
+        self._before_write(rel)
         try:
             self.fs.delete_dir(self.full(rel))
         except FileNotFoundError:
@@ -266,7 +302,7 @@ class Storage:
 
     def makedirs(self, rel: str) -> None:
         target = self.full(rel)
-        self._before_write()
+        self._before_write(rel)
         self.fs.create_dir(target, recursive=True)
 
     def open_input(self, rel: str):
@@ -276,7 +312,7 @@ class Storage:
         """A writable file; `tell()` before closing is its size. On S3 the bytes are buffered and stored by
         one PutObject when the `with` block ends without an error (never a partial object)."""
         target = self.full(rel)
-        self._before_write()
+        self._before_write(rel)
         if self.is_s3:
             return _S3Object(self.bucket, self.key(rel))
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -306,8 +342,8 @@ class Storage:
         ]
 
 
-def _scan(folder: str) -> Iterator[tuple[str, int | None]]:
-    """(path, size) of each file and (path, None) of each folder directly in `folder`.
+def _scan(folder: str) -> Iterator[tuple[str, int | None, int]]:
+    """(path, size, mtime in ns) of each file and (path, None, 0) of each folder directly in `folder`.
 
     Symlinks are not followed (nor listed); entries that vanish meanwhile are left out.
     """
@@ -320,9 +356,10 @@ def _scan(folder: str) -> Iterator[tuple[str, int | None]]:
             if entry.is_symlink():
                 continue
             if entry.is_dir(follow_symlinks=False):
-                yield entry.path, None
+                yield entry.path, None, 0
             elif entry.is_file(follow_symlinks=False):
-                yield entry.path, entry.stat(follow_symlinks=False).st_size
+                stat = entry.stat(follow_symlinks=False)
+                yield entry.path, stat.st_size, stat.st_mtime_ns
         except FileNotFoundError:
             continue
 
@@ -330,9 +367,9 @@ def _scan(folder: str) -> Iterator[tuple[str, int | None]]:
 def _local_children(folder: str) -> list[pafs.FileInfo]:
     """`_scan` as pyarrow FileInfos, the type `list_dir` returns on S3 too."""
     out = []
-    for path, size in _scan(folder):
+    for path, size, stamp in _scan(folder):
         kind = pafs.FileType.Directory if size is None else pafs.FileType.File
-        out.append(pafs.FileInfo(path, kind, size=size))
+        out.append(pafs.FileInfo(path, kind, size=size, mtime_ns=stamp or None))
     return out
 
 
@@ -341,7 +378,7 @@ def _local_walk(folder: str, recursive: bool) -> list[tuple[str, int]]:
     files = []
     pending = [folder]
     while pending:
-        for path, size in _scan(pending.pop()):
+        for path, size, _ in _scan(pending.pop()):
             if size is not None:
                 files.append((path, size))
             elif recursive:
@@ -396,6 +433,29 @@ class _S3Object(io.BytesIO):
                 _s3().put_object(Bucket=self.bucket, Key=self.key, Body=self.getvalue())
         finally:
             self.close()
+
+
+def _s3_exists(bucket: str, key: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        _s3().head_object(Bucket=bucket, Key=key)
+        return True
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            return False
+        raise
+
+
+def _s3_delete_prefix(bucket: str, prefix: str) -> None:
+    for page in _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        _s3_delete_keys(bucket, [item["Key"] for item in page.get("Contents", [])])
+
+
+def _s3_delete_keys(bucket: str, keys: list[str]) -> None:
+    for start in range(0, len(keys), 1000):
+        batch = [{"Key": key} for key in keys[start : start + 1000]]
+        _s3().delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
 
 
 def _s3_put_if_absent(bucket: str, key: str, data: bytes) -> bool:

@@ -7,9 +7,11 @@ that ignores the header (S3-compatible servers older than AWS's August 2024
 conditional writes, gateways and proxies that drop it) answers 200 and
 overwrites: every such decision would silently have two winners. So before
 the first write to a bucket a process probes it: it creates
-`<base>/.hoodie/.tandem-probe/<uuid>` twice with the header, the second
-attempt must be refused, and the probe is deleted again. The answer is cached
-for the life of the process. The probe is sequential: it shows that the store
+`<base>/.hoodie/.tandem-probe/create-if-absent` with the header; on a table
+that has been probed before the object exists and the create must be refused
+(a HEAD and one PUT); on a fresh one the first create succeeds and a second
+must be refused. The object is left in place on a store that fences. The answer is cached for the life of
+the process. The probe is sequential: it shows that the store
 honours the header, not that its check-and-write is atomic under concurrent
 requests; that part is the store's documented guarantee (AWS S3: one of two
 racing creates gets 412, or 409 ConditionalRequestConflict).
@@ -29,13 +31,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import uuid
 from dataclasses import dataclass
 
 from timeline.errors import BadInputError
 
 ALLOW_UNFENCED_ENV = "TANDEM_ALLOW_UNFENCED_STORE"
 PROBE_DIR = ".hoodie/.tandem-probe"
+PROBE_OBJECT = "create-if-absent"
 EXTERNAL_LOCKS = ("zk", "dynamodb")  # lock services that are not a lease on the table's own store
 DOCS = 'docs/design.md, "Stores without conditional writes"'
 SUPPORTING_STORES = "e.g. AWS S3 since August 2024, MinIO, Cloudflare R2"
@@ -85,32 +87,44 @@ def put_if_absent(client, bucket: str, key: str, data: bytes) -> bool:
 
 
 def probe(client, bucket: str, probe_dir: str) -> Verdict:
-    """Create one probe object twice with `If-None-Match: *`, then delete it; always asks the store."""
+    """Create the bucket's probe object with `If-None-Match: *` until the store refuses; always asks the store.
+
+    On a store that fences the object stays, so a later probe is a HEAD and one
+    refused create. A store that ignores the header never refuses: a create that
+    succeeds is repeated once and must then fail. The store is left as it was
+    found (an object this probe made on a store that does not fence is deleted).
+    """
     from botocore.exceptions import ClientError
 
     endpoint = client.meta.endpoint_url
-    key = f"{probe_dir.strip('/')}/{uuid.uuid4().hex}"
-    body = f"tandem create-if-absent probe pid {os.getpid()}\n".encode()
-    created = False
+    key = f"{probe_dir.strip('/')}/{PROBE_OBJECT}"
+    body = b"tandem create-if-absent probe: a second create of this object must fail with 412\n"
     try:
+        existed = _exists(client, bucket, key)
+        if not (existed or put_if_absent(client, bucket, key, body)) or not put_if_absent(client, bucket, key, body):
+            return Verdict(endpoint, bucket, True, "failed with 412 on an existing object")
+    except ClientError as err:
+        if _code(err) not in UNSUPPORTED:
+            raise
+        return Verdict(endpoint, bucket, False, f"was refused ({_code(err)}: {err})")
+    if not existed:
         try:
-            created = put_if_absent(client, bucket, key, body)
-            if not created:  # a fresh random key that already "exists": the store answers 412 to everything
-                return Verdict(endpoint, bucket, False, "refused to create a new object (412 on an absent key)")
-            again = put_if_absent(client, bucket, key, body)
+            client.delete_object(Bucket=bucket, Key=key)
         except ClientError as err:
-            if _code(err) not in UNSUPPORTED:
-                raise
-            return Verdict(endpoint, bucket, False, f"was refused ({_code(err)}: {err})")
-        if again:
-            return Verdict(endpoint, bucket, False, "overwrote an existing object instead of failing with 412")
-        return Verdict(endpoint, bucket, True, "failed with 412 on an existing object")
-    finally:
-        if created:
-            try:
-                client.delete_object(Bucket=bucket, Key=key)
-            except ClientError as err:
-                LOG.warning("could not delete the probe object s3://%s/%s: %s", bucket, key, err)
+            LOG.warning("could not delete the probe object s3://%s/%s: %s", bucket, key, err)
+    return Verdict(endpoint, bucket, False, "overwrote an existing object instead of failing with 412")
+
+
+def _exists(client, bucket: str, key: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        client.head_object(Bucket=bucket, Key=key)
+        return True
+    except ClientError as err:
+        if _code(err) in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
 
 
 def verdict(client, bucket: str, probe_dir: str) -> Verdict:

@@ -6,6 +6,7 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from timeline import read_once
 from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
 from timeline.errors import BadInputError
 from timeline.file_names import BaseFile, parse_base_file
@@ -75,6 +76,13 @@ class _ReadOnce(MetadataTable):
             self._timeline = super().timeline()
         return self._timeline
 
+    def timeline_if_exists(self) -> ActiveTimeline | None:
+        if self._timeline is None:
+            self._timeline = super().timeline_if_exists()
+            if self._timeline is None:
+                return None
+        return self._timeline
+
     def slices(self) -> dict[str, layout.Slice]:
         if self._slices is None:
             self._slices = super().slices()
@@ -138,7 +146,9 @@ class Table:
         return self.storage.base_uri
 
     def timeline(self) -> ActiveTimeline:
-        return ActiveTimeline.load(self.storage, HOODIE_DIR)
+        return read_once.remembered(
+            self.storage.full(HOODIE_DIR), "timeline", lambda: ActiveTimeline.load(self.storage, HOODIE_DIR)
+        )
 
     def metadata(self) -> MetadataTable:
         return MetadataTable(self.storage)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
-from timeline import properties
+from timeline import properties, read_once
 from timeline.errors import BadInputError, NotATableError, UnsupportedTableError
 from timeline.storage import Storage
 
@@ -160,7 +160,7 @@ def write_config(storage: Storage, config: TableConfig) -> None:
 def read_config(storage: Storage) -> TableConfig:
     source = storage.uri(PROPERTIES_FILE)
     try:
-        data = storage.read_bytes(PROPERTIES_FILE)
+        data = read_once.remembered(storage.full(PROPERTIES_FILE), "bytes", lambda: storage.read_bytes(PROPERTIES_FILE))
     except FileNotFoundError as err:
         raise NotATableError(f"{storage.uri('')} is not a Hudi table (no {PROPERTIES_FILE})") from err
     try:

@@ -124,11 +124,15 @@ def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
 
 def _write_plan(mdt: MetadataTable, timeline: ActiveTimeline, base_instant: str, seal_version: int, time: str) -> str:
     current = mdt.slices()[base_instant]
+    logs = current.log_paths(below=seal_version)
     plan = {
         "base_instant": base_instant,
         "base_file": current.base_file,
-        "log_files": current.log_paths(below=seal_version),
+        "log_files": logs,
         "sealed_version": seal_version,
+        # whose data blocks the planned logs hold: the health check's proof that a deltacommit this
+        # compaction absorbs had its log, without reading that deltacommit's metadata
+        "block_instants": sorted({b.instant for p in logs for b in mdt.read_log(p).blocks if b.block_type == DATA}),
     }
     timeline.create_requested(Instant(time, COMPACTION, State.REQUESTED), json.dumps(plan, indent=2).encode())
     crash_point(PLANNED)
@@ -144,6 +148,7 @@ class StagedBase:
     records: int
     size: int
     index_paths: dict[str, str] = field(default_factory=dict)  # index partition -> staged base
+    index_sizes: dict[str, int] = field(default_factory=dict)  # index partition -> its size in bytes
 
 
 def stage(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> StagedBase:
@@ -173,7 +178,9 @@ def stage(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> Stage
     for partition, table in index_tables.items():
         if partition in kept:
             staged.index_paths[partition] = _staging_path(time)
-            mdt.write_index_base(partition, staged.index_paths[partition], indexes.keep_live(table, live))
+            staged.index_sizes[partition] = mdt.write_index_base(
+                partition, staged.index_paths[partition], indexes.keep_live(table, live)
+            )
     return staged
 
 
@@ -186,11 +193,11 @@ def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
     timeline = mdt.timeline()
     instant = timeline.find(staged.time)
     if instant is None or instant.action != COMPACTION:
-        mdt.storage.delete(staged.path)
+        mdt.storage.discard(staged.path)
         raise TandemError(f"no metadata compaction {staged.time} on the metadata timeline")
     if instant.is_completed:
         for path in [staged.path, *staged.index_paths.values()]:
-            mdt.storage.delete(path)
+            mdt.storage.discard(path)
         return False
     if instant.state == State.REQUESTED:
         timeline.transition_to_inflight(instant)
@@ -200,7 +207,7 @@ def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
     for target, source in published.items():
         if not mdt.storage.exists(target):
             mdt.storage.create_if_absent(target, mdt.storage.read_bytes(source))
-        mdt.storage.delete(source)
+        mdt.storage.discard(source)
     # The base files' entries and the plan's: C.commit without C.compaction.requested reads as a plain commit.
     mdt.storage.sync_dirs([*(posixpath.dirname(target) for target in published), ".hoodie"])
     crash_point(BASE_WRITTEN)
@@ -208,13 +215,16 @@ def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
     meta.add(
         WriteStat(
             layout.FILE_ID,
-            target,
+            layout.base_path(staged.time),
             layout.FILES_PARTITION,
             num_writes=staged.records,
             total_write_bytes=staged.size,
             file_size_in_bytes=staged.size,
         )
     )
+    for partition, size in sorted(staged.index_sizes.items()):  # readers learn each base's size here
+        path = layout.index_base_path(partition, staged.time)
+        meta.add(WriteStat(layout.FILE_ID, path, partition, total_write_bytes=size, file_size_in_bytes=size))
     timeline.complete(Instant(staged.time, COMPACTION, State.INFLIGHT), meta.to_json_bytes())
     crash_point(COMPLETED)
     return True
@@ -325,7 +335,7 @@ def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAU
     ]
     for staged in mdt.storage.list_dir(STAGING_DIR):  # left by workers that died before publishing
         if staged.base_name.split("-", 1)[0] in completed:
-            mdt.storage.delete(f"{STAGING_DIR}/{staged.base_name}")
+            mdt.storage.discard(f"{STAGING_DIR}/{staged.base_name}")
     if not paths:
         return []
     time = mdt.next_instant(data_timeline)
@@ -366,7 +376,7 @@ def _carry_out_clean(mdt: MetadataTable, requested: Instant, plan: dict) -> list
     planned = avro_metadata.planned_deletions(plan)
     paths = [path for files in planned.values() for path in files]
     for path in paths:
-        mdt.storage.delete(path)
+        mdt.storage.discard(path)
     crash_point(CLEAN_DELETED)
     timeline = mdt.timeline()
     completed = sorted(i.time for i in layout.compactions(timeline) if i.is_completed)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import BadInputError, CorruptInstantError
+from timeline.errors import MetadataFallbackWarning as MetadataFallbackWarning  # re-exported for readers
 from timeline.instant import COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.mdt import layout
 from timeline.mdt.log import DATA, DecodedLog, LogBlock
@@ -36,10 +37,6 @@ _SLICE_OF_LOG = re.compile(rf"\.{layout.FILE_ID}_(\d{{17}})\.log\.\d+_")
 
 class MetadataUnhealthyError(BadInputError):
     """Files of completed MDT instants are missing or damaged: a write would make the loss permanent."""
-
-
-class MetadataFallbackWarning(UserWarning):
-    """A read listed storage because the metadata table is unhealthy."""
 
 
 def repair_hint(uri: str) -> str:
@@ -62,9 +59,9 @@ def problems(mdt: MetadataTable, data_timeline: ActiveTimeline, recorded: bool, 
     and an initialization a crash left pending is then no problem: the writer's
     housekeeping finishes it before its deltacommit.
     """
-    if not mdt.exists():
+    mdt_timeline = mdt.timeline_if_exists()
+    if mdt_timeline is None:
         return [f"{layout.MDT_PROPERTIES} is missing, but the table records a metadata table"] if recorded else []
-    mdt_timeline = mdt.timeline()
     slices = mdt.slices()
     base = layout.latest_completed_compaction(mdt_timeline)
     read = {base} | {i.time for i in layout.pending_compactions(mdt_timeline) if i.time > base}
@@ -169,7 +166,11 @@ def _log_problems(
         for i in mdt_timeline.completed()
         if i.action == DELTA_COMMIT and i.time not in held and data_timeline.is_completed_or_archived(i.time)
     ]
-    merged: dict[str, tuple[str, set[str]]] | None = None
+    merged: dict[str, tuple[str, set[str], set[str]]] | None = None
+    if unheld:
+        merged = _merged_logs(mdt_timeline)
+        absorbed = {t for _, _, instants in merged.values() for t in instants}
+        unheld = [i for i in unheld if i.time not in absorbed]
     for instant, named in zip(unheld, _named_logs(mdt_timeline, unheld), strict=True):
         if isinstance(named, CorruptInstantError):
             found.append(f"metadata deltacommit {instant.time} is unreadable: {named}")
@@ -184,14 +185,15 @@ def _log_problems(
                 found.append(f"{of} is missing" if log is None else f"{of} is corrupt: {_detail(mdt, path, log)}")
                 continue
             merged = _merged_logs(mdt_timeline) if merged is None else merged
-            compaction, planned = merged.get(match.group(1), ("", {path}))
+            compaction, planned, _ = merged.get(match.group(1), ("", {path}, set()))
             if path not in planned:
                 found.append(f"{of} was missing when compaction {compaction} merged its slice")
     return found
 
 
-def _merged_logs(mdt_timeline: ActiveTimeline) -> dict[str, tuple[str, set[str]]]:
-    """Slice -> (the completed compaction that merged it, the logs its plan names: those present then)."""
+def _merged_logs(mdt_timeline: ActiveTimeline) -> dict[str, tuple[str, set[str], set[str]]]:
+    """Slice -> (the completed compaction that merged it, the logs its plan names: those present then,
+    the instants whose blocks those logs held; none for a plan that predates that field)."""
     merged = {}
     for instant in layout.compactions(mdt_timeline):
         if not instant.is_completed:
@@ -201,7 +203,8 @@ def _merged_logs(mdt_timeline: ActiveTimeline) -> dict[str, tuple[str, set[str]]
         except (ValueError, FileNotFoundError):
             continue  # no evidence either way; the reader does not need the plan
         if isinstance(plan, dict) and plan.get("base_instant"):
-            merged[plan["base_instant"]] = (instant.time, set(plan.get("log_files") or []))
+            logs, instants = set(plan.get("log_files") or []), set(plan.get("block_instants") or [])
+            merged[plan["base_instant"]] = (instant.time, logs, instants)
     return merged
 
 

@@ -61,6 +61,7 @@ class Slice:
     base_file: str | None = None
     base_size: int = 0
     logs: dict[int, int] = field(default_factory=dict)  # version -> size
+    stamps: dict[int, int] = field(default_factory=dict)  # version -> last-modified time in ns (0: unknown)
 
     def log_paths(self, below: int | None = None) -> list[str]:
         return [log_path(self.base_instant, v) for v in sorted(self.logs) if below is None or v < below]
@@ -79,6 +80,7 @@ def list_slices(mdt: Storage) -> dict[str, Slice]:
         if log:
             s = slices.setdefault(log.group(1), Slice(log.group(1)))
             s.logs[int(log.group(2))] = int(info.size or 0)
+            s.stamps[int(log.group(2))] = int(info.mtime_ns or 0)
             continue
         base = _BASE_RE.match(name)
         if base:

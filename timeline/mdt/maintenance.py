@@ -64,10 +64,13 @@ def housekeeping(
     max_delta_commits: int = compaction.DEFAULT_MAX_DELTA_COMMITS,
     inline_compaction: bool = True,
     keep: str | None = None,
+    mdt_timeline: ActiveTimeline | None = None,
 ) -> Housekeeping:
-    """Roll back failed MDT writes, finish pending MDT rollbacks and cleans, retry compactions, schedule one if due."""
+    """Roll back failed MDT writes, finish pending MDT rollbacks and cleans, retry compactions, schedule one if due.
+
+    `mdt_timeline`: the caller's fresh read of it, if it has one."""
     done = Housekeeping()
-    mdt_timeline = mdt.timeline()
+    mdt_timeline = mdt_timeline or mdt.timeline()
     done.rolled_back = roll_back_failed_writes(mdt, data_timeline, keep, mdt_timeline)
     failed_builds = index_build.finish_failed_builds(mdt, data_timeline, failed_index_builds(mdt_timeline))
     if failed_builds:

@@ -12,8 +12,11 @@ logs touch are merged in Python.
 from __future__ import annotations
 
 import os
+import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,7 +26,7 @@ from timeline import partition_path
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import CorruptInstantError
 from timeline.file_names import BASE_FILE_PATTERN
-from timeline.instant import CLEAN, COMPACTION, INDEXING, ROLLBACK
+from timeline.instant import CLEAN, COMPACTION, INDEXING, ROLLBACK, Instant, State
 from timeline.mdt import indexes, layout
 from timeline.mdt import records as rec
 from timeline.mdt.log import DATA, FILES, LogBlock, block_partition, rolled_back_targets
@@ -34,6 +37,7 @@ MDT_ONLY = {COMPACTION, CLEAN, ROLLBACK, INDEXING}
 LISTING_SCHEMA = pa.schema([("partition", pa.string()), ("file", pa.string()), ("size", pa.int64())])
 PARSE_THREADS = min(4, os.cpu_count() or 1)
 PARALLEL_ROWS = 20_000
+T = TypeVar("T")
 _INSTANT_OF_FILE = r"_(?P<instant>\d{14,17})\.parquet$"
 
 
@@ -44,6 +48,7 @@ class MergedView:
     base: pa.Table | None
     overrides: dict[str, dict] = field(default_factory=dict)
     corrupt: list[str] = field(default_factory=list)
+    whole: pa.Table | None = None  # the whole base file, when the process keeps it (see `derived`)
 
 
 class MetadataReader:
@@ -91,11 +96,12 @@ class MetadataReader:
         """Base rows and log overrides, for all keys or just `keys`."""
         with METRICS.timed(SCAN):
             current, logs = self._slices_to_read()
-            base = None
+            base = whole = None
             if current is not None and current.base_file:
+                whole = self.mdt.kept_base(current.base_file, current.base_size)
                 base = self.mdt.read_base(current.base_file, keys, current.base_size)
             wanted = set(keys) if keys is not None else None
-            view = MergedView(base)
+            view = MergedView(base, whole=whole)
             touched: dict[str, list[dict]] = {}
             blocks = self._log_blocks(logs, view.corrupt)
             rolled_back = rolled_back_targets(blocks)
@@ -138,6 +144,16 @@ class MetadataReader:
         self, partition: str, base_instant: str, partitions: list[str] | None, columns: list[str] | None
     ) -> pa.Table | None:
         path = layout.index_base_path(partition, base_instant)
+        try:
+            kept = self.mdt.kept_base(path, self._written_size(base_instant, path))
+        except FileNotFoundError:
+            return None
+        if kept is not None:  # read whole once per process; filtered in memory
+            if partitions is not None:
+                kept = kept.filter(pc.is_in(kept.column("partition"), pa.array(partitions, pa.string())))
+            if columns is not None:
+                kept = kept.filter(pc.is_in(kept.column("columnName"), pa.array(columns, pa.string())))
+            return kept
         filters = []
         if partitions is not None:
             filters.append(("partition", "in", partitions))
@@ -149,20 +165,30 @@ class MetadataReader:
         except FileNotFoundError:
             return None
 
+    def _written_size(self, compaction: str, path: str) -> int | None:
+        """The size compaction `compaction` recorded for a base file it wrote (None: not recorded)."""
+        instant = Instant(compaction, COMPACTION, State.COMPLETED)
+        try:
+            stats = self.mdt_timeline.commit_metadata(instant).write_stats()
+        except (FileNotFoundError, CorruptInstantError):
+            return None
+        return next((s.file_size_in_bytes for s in stats if s.path == path), None)
+
     # queries -------------------------------------------------------------------------
     def all_partitions(self) -> list[str]:
+        return list(self.partition_tuple())
+
+    def partition_tuple(self) -> tuple[str, ...]:
+        """Every partition, sorted. While no log touches the partition list it is the very tuple derived
+        from the kept base file, so what a planner derives from it can be kept by its identity."""
         view = self.merged([rec.ALL_PARTITIONS])
         record = view.overrides.get(rec.ALL_PARTITIONS)
         if record is not None:
-            keys = pa.array(list(rec.live_files(record)), pa.string())
-        elif view.base is not None and view.base.num_rows:
-            base = view.base.filter(pc.equal(view.base.column("key"), rec.ALL_PARTITIONS))
-            keys = _flatten(base).column("file").combine_chunks()  # columnar: no Python dict per partition
+            partitions = _partitions_of(pa.array(list(rec.live_files(record)), pa.string()))
+        elif view.whole is not None:
+            partitions = derived(view.whole, "partitions", _partitions_of_base)
         else:
-            keys = pa.array([], pa.string())
-        named = pc.not_equal(keys, rec.NON_PARTITIONED)
-        partition_path.canonical_all(keys.filter(named), "metadata table record key", CorruptInstantError)
-        partitions = sorted(pc.if_else(named, keys, "").to_pylist())
+            partitions = _partitions_of_base(view.base)
         METRICS.incr(LOOKUP_PARTITIONS, len(partitions))
         return partitions
 
@@ -175,26 +201,25 @@ class MetadataReader:
         keys = None if partitions is None else [rec.partition_key(p) for p in partitions]
         view = self.merged(keys)
         parts = []
+        touched = pa.array(list(view.overrides), pa.string())
         if view.base is not None and view.base.num_rows:
-            base = view.base
+            base = _base_files_of(view) if base_files else _flatten(view.base)
             if view.overrides:
-                base = base.filter(pc.invert(pc.is_in(base.column("key"), pa.array(list(view.overrides)))))
-            parts.append(_flatten(base))
+                base = base.filter(pc.invert(pc.is_in(base.column("partition"), touched)))
+            parts.append(base)
         if view.overrides:
             rows = [
                 {"partition": record["key"], "file": name, "size": size}
                 for record in view.overrides.values()
                 for name, size in rec.live_files(record).items()
             ]
-            parts.append(pa.Table.from_pylist(rows, schema=LISTING_SCHEMA))
+            logged = pa.Table.from_pylist(rows, schema=LISTING_SCHEMA)
+            parts.append(_with_base_file_parts(logged) if base_files else logged)
         listing = pa.concat_tables(parts) if parts else LISTING_SCHEMA.empty_table()
         listing = listing.filter(pc.not_equal(listing.column("partition"), rec.ALL_PARTITIONS))
         if base_files:
-            parts = _extract_in_parallel(listing.column("file"), BASE_FILE_PATTERN)
-            valid = pc.is_valid(parts)
-            listing, parts = listing.filter(valid), parts.filter(valid)
-            listing = listing.append_column("file_id", pc.struct_field(parts, "file_id"))
-            listing = listing.append_column("instant", pc.struct_field(parts, "instant"))
+            if not parts:
+                listing = _with_base_file_parts(listing)
             listing = self._filter_by_data_timeline(listing, listing.column("instant"))
         else:
             instants = pc.extract_regex(listing.column("file"), _INSTANT_OF_FILE)
@@ -227,6 +252,52 @@ def _extract_in_parallel(names: pa.ChunkedArray, pattern: str) -> pa.Array:
             lambda start: pc.extract_regex(names[start : start + step], pattern), range(0, len(names), step)
         )
         return pa.concat_arrays(list(parts))
+
+
+_DERIVED: dict[tuple[int, str], tuple[weakref.ref, Any]] = {}
+
+
+def derived(base: pa.Table, what: str, compute: Callable[[pa.Table], T]) -> T:
+    """`compute(base)`, once per kept base table object: the MDT keeps a read base file in memory
+    (`MetadataTable.kept_base`) and a base file never changes, so what is derived from it (its parsed
+    file names, its partition list, the planner's typed partition values) is derived once per process;
+    only what the logs add is worked out per scan. Dropped with the base table."""
+    key = (id(base), what)
+    found = _DERIVED.get(key)
+    if found is not None and found[0]() is base:
+        return found[1]
+    value = compute(base)
+    _DERIVED[key] = (weakref.ref(base, lambda _: _DERIVED.pop(key, None)), value)
+    return value
+
+
+def _partitions_of_base(base: pa.Table | None) -> tuple[str, ...]:
+    if base is None or not base.num_rows:
+        return ()
+    listed = base.filter(pc.equal(base.column("key"), rec.ALL_PARTITIONS))
+    return _partitions_of(_flatten(listed).column("file").combine_chunks())  # columnar: no dict per partition
+
+
+def _partitions_of(keys: pa.Array) -> tuple[str, ...]:
+    named = pc.not_equal(keys, rec.NON_PARTITIONED)
+    partition_path.canonical_all(keys.filter(named), "metadata table record key", CorruptInstantError)
+    return tuple(sorted(pc.if_else(named, keys, "").to_pylist()))
+
+
+def _base_files_of(view: MergedView) -> pa.Table:
+    """The base files the view's base rows list, names parsed (once per process for the kept base)."""
+    if view.base is view.whole:
+        return derived(view.base, "base files", lambda b: _with_base_file_parts(_flatten(b)))
+    return _with_base_file_parts(_flatten(view.base))
+
+
+def _with_base_file_parts(listing: pa.Table) -> pa.Table:
+    """Only base files, with their `file_id` and `instant` columns parsed from the names."""
+    parts = _extract_in_parallel(listing.column("file"), BASE_FILE_PATTERN)
+    valid = pc.is_valid(parts)
+    listing, parts = listing.filter(valid), parts.filter(valid)
+    listing = listing.append_column("file_id", pc.struct_field(parts, "file_id"))
+    return listing.append_column("instant", pc.struct_field(parts, "instant"))
 
 
 def _flatten(base: pa.Table) -> pa.Table:

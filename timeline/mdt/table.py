@@ -8,10 +8,11 @@ from collections import OrderedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from chaos.crash_points import crash_point, register
-from timeline import avro_metadata, outcome, properties
+from timeline import avro_metadata, outcome, properties, read_once
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.errors import ConflictError, TandemError
@@ -52,7 +53,7 @@ BASE_ROW_GROUP = 1024
 
 CACHED_BASE_BYTES = 64 << 20
 _BASE_CACHE: OrderedDict[tuple[str, str, int], pa.Table] = OrderedDict()
-_BASE_CACHE_ENTRIES = 4
+_BASE_CACHE_ENTRIES = 6  # a table's `files` base and its two index bases, for two tables
 _BASE_CACHE_LOCK = threading.Lock()
 
 
@@ -63,13 +64,59 @@ def _cached_base(storage: Storage, path: str, size: int) -> pa.Table:
         if found is not None:
             _BASE_CACHE.move_to_end(key)
             return found
-    with storage.open_input(path) as handle:
-        table = pq.read_table(handle)
+    if storage.is_s3:  # the size is known: one GetObject, not a HEAD and ranged reads
+        table = pq.read_table(pa.BufferReader(storage.read_bytes(path)))
+    else:
+        with storage.open_input(path) as handle:
+            table = pq.read_table(handle)
     with _BASE_CACHE_LOCK:
         _BASE_CACHE[key] = table
         while len(_BASE_CACHE) > _BASE_CACHE_ENTRIES:
             _BASE_CACHE.popitem(last=False)
     return table
+
+
+CACHED_LOG_BYTES = 32 << 20
+_LOG_CACHE: OrderedDict[tuple[str, str, int, int], DecodedLog] = OrderedDict()
+_LISTED_LOGS: dict[str, dict[str, tuple[int, int]]] = {}  # MDT uri -> log path -> (size, mtime) last listed
+_LOG_CACHE_LOCK = threading.Lock()
+_log_bytes = 0
+
+
+def _remember_listing(storage: Storage, slices: dict[str, layout.Slice]) -> None:
+    _LISTED_LOGS[storage.base_uri] = {
+        layout.log_path(s.base_instant, v): (size, s.stamps.get(v, 0))
+        for s in slices.values()
+        for v, size in s.logs.items()
+    }
+
+
+def _cached_log(storage: Storage, path: str) -> DecodedLog:
+    """A log file decoded once per process while its last listing shows the same size and time.
+
+    A log is immutable once its create-if-absent lands, so within one commit the
+    health check at begin, the view, the check at commit and the claim of the next
+    version decode it once instead of four times (a GET each on S3). Anything that
+    changes the file in place changes its time, and the next listing sees that.
+    """
+    listed = _LISTED_LOGS.get(storage.base_uri, {}).get(path)
+    if listed is None or not listed[1]:
+        return decode_log(storage.read_bytes(path), storage.uri(path))
+    key = (storage.base_uri, path, *listed)
+    with _LOG_CACHE_LOCK:
+        found = _LOG_CACHE.get(key)
+        if found is not None:
+            _LOG_CACHE.move_to_end(key)
+            return found
+    decoded = decode_log(storage.read_bytes(path), storage.uri(path))
+    global _log_bytes
+    with _LOG_CACHE_LOCK:
+        if key not in _LOG_CACHE:
+            _LOG_CACHE[key] = decoded
+            _log_bytes += key[2]
+        while _log_bytes > CACHED_LOG_BYTES and len(_LOG_CACHE) > 1:
+            _log_bytes -= _LOG_CACHE.popitem(last=False)[0][2]
+    return decoded
 
 
 class MetadataTable:
@@ -80,7 +127,10 @@ class MetadataTable:
         self.storage = data_storage.sub(layout.MDT_DIR)
 
     def exists(self) -> bool:
-        return self.data_storage.exists(layout.MDT_PROPERTIES)
+        storage = self.data_storage
+        return read_once.remembered(
+            storage.full(layout.MDT_PROPERTIES), "exists", lambda: storage.exists(layout.MDT_PROPERTIES)
+        )
 
     def create(self, table_name: str) -> None:
         """Write the MDT's `hoodie.properties`; the initial slice needs no files."""
@@ -104,13 +154,41 @@ class MetadataTable:
         self.data_storage.delete_dir(layout.MDT_DIR)
 
     def timeline(self) -> ActiveTimeline:
-        return layout.load_timeline(self.storage)
+        return read_once.remembered(
+            self.storage.full(".hoodie"), "timeline", lambda: layout.load_timeline(self.storage)
+        )
+
+    def timeline_if_exists(self) -> ActiveTimeline | None:
+        """The MDT timeline, or None when the MDT has no `hoodie.properties` (it does not exist): one
+        listing of its `.hoodie` answers both, where `exists()` then `timeline()` cost two requests."""
+        known, exists = read_once.recall(self.data_storage.full(layout.MDT_PROPERTIES), "exists")
+        if known and not exists:
+            return None
+        listed, timeline = read_once.recall(self.storage.full(".hoodie"), "timeline")
+        if known and listed:
+            return timeline
+        infos = self.storage.list_dir(".hoodie")
+        found = any(i.base_name == "hoodie.properties" and i.type == pafs.FileType.File for i in infos)
+        timeline = ActiveTimeline.from_listing(self.storage, ".hoodie", infos) if found else None
+        read_once.offer(self.data_storage.full(layout.MDT_PROPERTIES), "exists", found)
+        if timeline is not None:
+            read_once.offer(self.storage.full(".hoodie"), "timeline", timeline)
+        return timeline
 
     def slices(self) -> dict[str, layout.Slice]:
-        return layout.list_slices(self.storage)
+        return read_once.remembered(self.storage.full(layout.FILES_PARTITION), "slices", self._list_slices)
+
+    def _list_slices(self) -> dict[str, layout.Slice]:
+        slices = layout.list_slices(self.storage)
+        _remember_listing(self.storage, slices)
+        return slices
 
     def read_log(self, path: str) -> DecodedLog:
-        return decode_log(self.storage.read_bytes(path), self.storage.uri(path))
+        return _cached_log(self.storage, path)
+
+    def kept_base(self, path: str, size: int | None) -> pa.Table | None:
+        """The whole base file as this process keeps it (see `read_base`); None when it is too large to keep."""
+        return _cached_base(self.storage, path, size) if size is not None and 0 < size <= CACHED_BASE_BYTES else None
 
     def read_base(self, path: str, keys: list[str] | None = None, size: int | None = None) -> pa.Table:
         """The base file, or only the rows of `keys` (row groups pruned by key statistics).
@@ -200,12 +278,13 @@ class MetadataTable:
                 )
             path = layout.log_path(base_instant, version + 1)
             blocks = [LogBlock(time, DATA, records)] + index_blocks(time, index_records)
-            if not self.storage.create_if_absent(path, encode_log(blocks)):
+            encoded = encode_log(blocks)
+            if not self.storage.create_if_absent(path, encoded):
                 raise ConflictError(f"metadata log {path} was claimed by another writer; aborting {time}")
             crash_point(DELTA_LOG)
             self.storage.sync_dirs([layout.FILES_PARTITION])  # the log's entry, before the completion names it
             meta = CommitMetadata(operation_type="UPSERT_PREPPED")
-            size = self.storage.size(path)
+            size = len(encoded)
             meta.add(
                 WriteStat(
                     layout.FILE_ID,
