@@ -82,7 +82,7 @@ def roll_back_orphans(
     config = config or CoordinatorConfig()
     report = report or RecoveryReport()
     mdt = table.metadata()
-    if mdt.exists():  # a seal whose plan a crash never wrote would refuse every MDT write below
+    if mdt.timeline_if_exists() is not None:  # a seal whose plan a crash never wrote would refuse every MDT write
         plan_orphan_seal(mdt)
     timeline = table.timeline()
     pending = timeline.pending()

@@ -234,10 +234,16 @@ class MetadataReader:
     def _filter_by_data_timeline(self, listing: pa.Table, instants: pa.Array | pa.ChunkedArray) -> pa.Table:
         if listing.num_rows == 0:
             return listing
-        keep = pc.is_in(instants, pa.array(sorted(self.data_timeline.completed_times()), pa.string()))
-        if self.data_timeline.archived_files and self.data_timeline.instants:
-            keep = pc.or_(keep, pc.less(instants, self.data_timeline.earliest_time()))
-        return listing.filter(pc.fill_null(keep, False))
+        keep = pc.fill_null(
+            pc.is_in(instants, pa.array(sorted(self.data_timeline.completed_times()), pa.string())), False
+        )
+        timeline = self.data_timeline
+        if timeline.instants:
+            older = pc.fill_null(pc.less(instants, timeline.earliest_time()), False)
+            # the archive is listed only when a file older than the active timeline asks for it
+            if pc.any(pc.and_(older, pc.invert(keep))).as_py() and timeline.archived_files:
+                keep = pc.or_(keep, older)
+        return listing.filter(keep)
 
 
 def _extract_in_parallel(names: pa.ChunkedArray, pattern: str) -> pa.Array:
