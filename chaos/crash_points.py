@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -20,6 +21,7 @@ CRASH_EXIT_CODE = 137
 
 REGISTRY: dict[str, str] = {}
 _hits: dict[str, int] = {}
+_hits_lock = threading.Lock()  # a writer hits points on several threads; each n-th hit is counted once
 _simulated: list[tuple[str, int]] = []
 _observer: Callable[[str], None] | None = None
 
@@ -72,8 +74,9 @@ def _hit(name: str, target: tuple[str, int] | None) -> bool:
     """Count a hit of `name`; True when it is the target's n-th."""
     if target is None or target[0] != name:
         return False
-    _hits[name] = _hits.get(name, 0) + 1
-    return _hits[name] == target[1]
+    with _hits_lock:
+        _hits[name] = _hits.get(name, 0) + 1
+        return _hits[name] == target[1]
 
 
 def _first_to_crash() -> bool:

@@ -366,7 +366,7 @@ def timeline(path: str, of_metadata: bool, as_json: bool):
 def ls(path: str, partition: str | None, source: str | None, as_json: bool):
     """Latest base files of the table, filtered by the timeline."""
     table = _open(path)
-    view = table.view(source=source or "auto")
+    view = table.view(source=source or "auto", partitions=None if partition is None else [partition])
     files = view.latest_base_files(partition)
     doc = [{"partition": f.partition, "file": f.name, "size": f.size, "instant": f.instant} for f in files]
     if as_json:

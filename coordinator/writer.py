@@ -9,12 +9,15 @@ partitions in a replacecommit.
 from __future__ import annotations
 
 import math
+import os
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,6 +50,14 @@ PARTITION = "_hoodie_partition_path"
 TARGET = "_tandem_target"  # the file id a tagged record goes to; NEW for records that start new file groups
 DELETE = "_tandem_delete"  # a tagged row that deletes its key from TARGET rather than writing it there
 NEW = ""
+# The files of one write are read, merged and written this many at a time: parquet decoding and encoding
+# and fsync release the GIL, so an upsert touching many file groups is not paced by one file after another.
+IO_THREADS = 8
+# The index reads a small candidate file whole, and the merge takes those rows instead of reading it again.
+WHOLE_READ_BYTES = 8 * 1024 * 1024
+KEPT_ROWS_BYTES = 256 * 1024 * 1024  # at most this much of such rows per write
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -107,6 +118,9 @@ class LocalWriter:
         self._schema_cache: tuple[str, pa.Schema] | None = None  # (instant time, its data schema)
         self._fetched: dict[str, bytes] = {}  # base files one write read whole from S3, read again by its merge
         self._ensured: set[str] = set()  # partitions this write knows to have their metadata file
+        self._kept: dict[str, pa.Table] = {}  # base files the index read whole, for their merge
+        self._kept_lock = threading.Lock()
+        self._kept_bytes = 0
 
     # preparation -------------------------------------------------------------------
     def _prepare(self, data: pa.Table, operation: str, schema: pa.Schema | None) -> pa.Table:
@@ -229,8 +243,8 @@ class LocalWriter:
     def _index(self, files: list[BaseFile]) -> dict[str, list[BaseFile]]:
         """Simple index: key -> the latest base files holding it, in `files`."""
         located: dict[str, list[BaseFile]] = defaultdict(list)
-        for base in files:
-            for key in self._keys_of(base):
+        for base, held in zip(files, each(self._keys_of, files), strict=True):
+            for key in held:
                 located[key].append(base)
         return located
 
@@ -244,8 +258,20 @@ class LocalWriter:
         return candidates
 
     def _keys_of(self, base: BaseFile) -> list[str]:
+        """The keys a base file holds; a small one is read whole and kept for its merge (one read, not two)."""
+        if base.size and base.size <= WHOLE_READ_BYTES and self._keep_room(base.size):
+            rows = self._read(base)
+            self._kept[base.path] = rows
+            return self._row_keys(rows).to_pylist()
         columns = [KEY] if self.config.populate_meta_fields else self.config.record_key_fields
         return self._row_keys(self._read(base, columns)).to_pylist()
+
+    def _keep_room(self, size: int) -> bool:
+        with self._kept_lock:
+            if self._kept_bytes + size > KEPT_ROWS_BYTES:
+                return False
+            self._kept_bytes += size
+            return True
 
     def _read(self, base: BaseFile, columns: list[str] | None = None) -> pa.Table:
         """A base file this write builds on; gone means a concurrent writer and clean moved past it."""
@@ -258,7 +284,9 @@ class LocalWriter:
         self, base: BaseFile, incoming: pa.Table | None, delete_keys: set[str], schema: pa.Schema | None = None
     ) -> _FileWrite:
         """Rewrite one file group in `schema`: old rows minus replaced/deleted keys, plus incoming."""
-        old = self._read(base)
+        old = self._kept.pop(base.path, None)
+        if old is None:
+            old = self._read(base)
         if schema is not None:
             old = conform(old, schema, exact=False)  # stored rows: a widened column rounds, as readers read it
         old_keys = self._row_keys(old)
@@ -356,17 +384,17 @@ class LocalWriter:
 
     def plan_tagged(self, tagged: pa.Table, bases: dict[str, BaseFile], schema: pa.Schema | None) -> list[_FileWrite]:
         """The files of tagged records: NEW ones start file groups, the rest rewrite their target group."""
-        writes = []
-        for target, group in split_by(tagged, TARGET):
+
+        def plan_group(target_group: tuple[str, pa.Table]) -> list[_FileWrite]:
+            target, group = target_group
             gone = group.column(DELETE)
             delete_keys = set(group.filter(gone).column(KEY).to_pylist())
             records = group.filter(pc.invert(gone)).drop_columns([TARGET, DELETE])
             if target == NEW:
-                writes += [w for p, part_rows in split_by(records, PARTITION) for w in self.split_new(p, part_rows)]
-            else:
-                merged = self.merge(bases[target], records if records.num_rows else None, delete_keys, schema)
-                writes += self.fit(merged)
-        return writes
+                return [w for p, part_rows in split_by(records, PARTITION) for w in self.split_new(p, part_rows)]
+            return self.fit(self.merge(bases[target], records if records.num_rows else None, delete_keys, schema))
+
+        return [write for planned in each(plan_group, list(split_by(tagged, TARGET))) for write in planned]
 
     # writing ----------------------------------------------------------------------------
     def _with_meta(self, write: _FileWrite, name: str, instant: str, task: int) -> pa.Table:
@@ -462,6 +490,8 @@ class LocalWriter:
         finally:
             self._fetched.clear()
             self._ensured.clear()
+            self._kept.clear()
+            self._kept_bytes = 0
 
     def _write(
         self, data: pa.Table, operation: str, action: str, on_begin: Callable[[str], None] | None
@@ -486,9 +516,44 @@ class LocalWriter:
             metadata = txn.metadata
             metadata.partition_to_replace_file_ids = replaced if action == REPLACE_COMMIT else None
             self.ensure_partitions([w.partition for w in writes], txn.time)  # one flush of their parents
-            for task, write in enumerate(writes):
-                metadata.add(self.write_file(txn, write, task))
+            for stat in each(lambda task: self.write_file(txn, writes[task], task), range(len(writes))):
+                metadata.add(stat)
         return WriteResult(txn.time, operation, metadata, data.num_rows)
+
+
+def each(work: Callable[[T], R], items: list[T] | range) -> list[R]:
+    """`work` over `items`, results in order; on `IO_THREADS` threads when there is more than one.
+
+    Every item is finished (or failed) before this returns or raises, so an undo
+    after a failure sees every marker and file the write made.
+    """
+    if len(items) < 2:
+        return [work(item) for item in items]
+    futures = [_io_pool().submit(work, item) for item in items]
+    wait(futures)
+    return [future.result() for future in futures]
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _io_pool() -> ThreadPoolExecutor:
+    """One pool per process: starting threads per write costs about a millisecond each."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="tandem-io")
+        return _pool
+
+
+def _forget_pool() -> None:
+    """A forked child has none of its parent's threads: it starts its own pool."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def resolve_operation(operation: str) -> tuple[str, str]:

@@ -24,6 +24,7 @@ from timeline.commit_metadata import CommitMetadata
 from timeline.errors import BadInputError, CorruptInstantError
 from timeline.instant import validate_instant_time
 from timeline.mdt import records
+from timeline.metrics import LOOKUP_FILES, METRICS
 from timeline.storage import Storage
 
 PENDING = "20000101000000000"  # a pending write instant (old: the process's instant clock must not jump ahead)
@@ -361,3 +362,28 @@ def test_local_listing_does_not_follow_symlinks(tmp_path):
     os.symlink(str(tmp_path / "base" / "p"), tmp_path / "base" / "q")
     assert [(e.path, e.size) for e in storage.list_files("")] == [("p/f.parquet", 3)]
     assert [i.base_name for i in storage.list_dir("")] == ["p"]
+
+
+@pytest.mark.parametrize("source", ["metadata", "storage"])
+def test_ls_of_one_partition_lists_only_it_and_refuses_a_path_outside_the_table(tmp_path, source):
+    base = new_table(tmp_path)
+    values = ["a"] * 3 + ["a/b"] * 2 + ["c"] * 2
+    code, _, err = run("write", str(base), "--input", str(rows_file(tmp_path, values)), "--operation", "insert")
+    assert code == 0, err
+    code, out, err = run("ls", str(base), "--source", source, "--json")
+    assert code == 0, err
+    every = json.loads(out)["files"]
+    for partition in ("a", "a/b", "c", "absent"):
+        METRICS.reset()
+        with mock.patch.object(Storage, "list_files", autospec=True, side_effect=Storage.list_files) as listed:
+            code, out, err = run("ls", str(base), "--source", source, "--partition", partition, "--json")
+        assert code == 0, err
+        assert json.loads(out)["files"] == [f for f in every if f["partition"] == partition]
+        if source == "metadata":  # one MDT lookup of the partition's files, not the whole table's
+            assert METRICS.snapshot().get(LOOKUP_FILES, 0) == len(json.loads(out)["files"])
+        else:  # one folder listed, not below it
+            assert [(c.args[1], c.kwargs.get("recursive")) for c in listed.call_args_list] == [(partition, False)]
+    for outside in ("../t", ".hoodie", "a/../../x"):
+        code, out, err = run("ls", str(base), "--source", source, "--partition", outside)
+        assert code == 2 and out == "", (code, out, err)
+        assert "partition path" in err and len(err.strip().splitlines()) == 1, err

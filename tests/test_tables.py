@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from coordinator.config import CoordinatorConfig
+from coordinator.transaction import Transaction
 from coordinator.writer import LocalWriter, WriteOptions
 from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, tandem, unzip_fixture
 from timeline.reader import read_view
@@ -205,3 +207,38 @@ def test_s3_table_round_trip(s3_base, moto):
     rows = read_view(reopened, reopened.storage_view()).sort_by("id")
     assert rows.column("v").to_pylist() == [1, 20]
     assert [i.action for i in reopened.timeline().completed()] == ["commit", "commit"]
+
+
+def test_an_upsert_failing_in_one_of_its_parallel_files_leaves_no_file_and_no_change(tmp_path, monkeypatch):
+    """Files are merged and written on threads: one that fails undoes the instant only after every other
+    file's marker and file exist, so nothing a sibling thread wrote is left behind."""
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], with_metadata=True)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0))
+    for part in range(6):  # six file groups in six partitions
+        writer.write(pa.table({"id": [part], "p": [f"p{part}"], "v": [part]}), "insert")
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "t").rglob("*.parquet"))
+    written = []
+    original, undo = LocalWriter.write_file, Transaction._undo
+    undoing = threading.Event()
+
+    def failing(self, txn, write, task, token=None):
+        if task == 0:  # the first result collected: a writer that did not wait would undo at once
+            raise OSError("disk full")
+        # A sibling is held until the undo starts: an undo that did not wait for it would run first.
+        # (The deadline is what a correct writer pays: it waits for its siblings before any undo.)
+        undoing.wait(timeout=1)
+        stat = original(self, txn, write, task, token)
+        written.append(stat.path)
+        return stat
+
+    def marked_undo(self):
+        undoing.set()
+        undo(self)
+
+    monkeypatch.setattr(LocalWriter, "write_file", failing)
+    monkeypatch.setattr(Transaction, "_undo", marked_undo)
+    with pytest.raises(OSError, match="disk full"):
+        writer.write(pa.table({"id": list(range(6)), "p": [f"p{i}" for i in range(6)], "v": [9] * 6}), "upsert")
+    assert len(written) == 5  # the sibling files were all written before the undo ran
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "t").rglob("*.parquet")) == before
+    assert {r["id"]: r["v"] for r in assert_same_rows(table.uri, ["_hoodie_record_key"])} == {i: i for i in range(6)}

@@ -59,7 +59,7 @@ class ActiveTimeline:
 
     @staticmethod
     def load(storage: Storage, meta_dir: str = ".hoodie") -> ActiveTimeline:
-        return ActiveTimeline.from_listing(storage, meta_dir, storage.list_dir(meta_dir))
+        return ActiveTimeline.from_listing(storage, meta_dir, storage.list_dir(meta_dir, sizes=False))
 
     @staticmethod
     def from_listing(storage: Storage, meta_dir: str, infos: list) -> ActiveTimeline:
@@ -71,7 +71,8 @@ class ActiveTimeline:
             instant = parse_instant_file(info.base_name)
             if instant is None:
                 continue
-            listed[info.base_name] = (int(info.size or 0), int(info.mtime_ns or 0))
+            if info.mtime_ns:  # locally not listed: a local read costs what a stat for the cache key would
+                listed[info.base_name] = (int(info.size or 0), int(info.mtime_ns))
             current = latest.get((instant.time, instant.action))
             if current is None or rank[instant.state] > rank[current.state]:
                 latest[(instant.time, instant.action)] = instant

@@ -38,13 +38,13 @@ def read_base_file(
     for a second read in the same write (an upsert reads a file's keys, then the whole file)."""
     if not storage.is_s3 or size is None or size > WHOLE_OBJECT_BYTES:
         with storage.open_input(path) as handle:
-            return pq.read_table(handle, columns=columns)
+            return pq.ParquetFile(handle).read(columns=columns)  # not read_table: no pyarrow.dataset import
     data = fetched.get(path) if fetched is not None else None
     if data is None:
         data = storage.read_bytes(path)
         if fetched is not None and sum(map(len, fetched.values())) + len(data) <= FETCHED_BYTES:
             fetched[path] = data
-    return pq.read_table(pa.BufferReader(data), columns=columns)
+    return pq.ParquetFile(pa.BufferReader(data)).read(columns=columns)
 
 
 def read_files(storage: Storage, files: Iterable[BaseFile], columns: list[str] | None = None) -> pa.Table:

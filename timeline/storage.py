@@ -318,10 +318,14 @@ class Storage:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         return self.fs.open_output_stream(target)
 
-    def list_dir(self, rel: str) -> list[pafs.FileInfo]:
-        """Direct children of a folder (empty if the folder is absent); symlinks are skipped."""
+    def list_dir(self, rel: str, sizes: bool = True) -> list[pafs.FileInfo]:
+        """Direct children of a folder (empty if the folder is absent); symlinks are skipped.
+
+        `sizes=False`: local files come without size and time (no stat per entry: a timeline
+        listing needs names only); an S3 listing carries them anyway.
+        """
         if not self.is_s3:
-            return _local_children(self.full(rel))
+            return _local_children(self.full(rel), sizes)
         selector = pafs.FileSelector(self.full(rel), allow_not_found=True, recursive=False)
         return self.fs.get_file_info(selector)
 
@@ -342,8 +346,9 @@ class Storage:
         ]
 
 
-def _scan(folder: str) -> Iterator[tuple[str, int | None, int]]:
-    """(path, size, mtime in ns) of each file and (path, None, 0) of each folder directly in `folder`.
+def _scan(folder: str, stat: bool = True) -> Iterator[tuple[str, int | None, int]]:
+    """(path, size, mtime in ns) of each file and (path, None, 0) of each folder directly in `folder`;
+    without `stat`, files come as (path, 0, 0).
 
     Symlinks are not followed (nor listed); entries that vanish meanwhile are left out.
     """
@@ -357,17 +362,19 @@ def _scan(folder: str) -> Iterator[tuple[str, int | None, int]]:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 yield entry.path, None, 0
+            elif entry.is_file(follow_symlinks=False) and not stat:
+                yield entry.path, 0, 0
             elif entry.is_file(follow_symlinks=False):
-                stat = entry.stat(follow_symlinks=False)
-                yield entry.path, stat.st_size, stat.st_mtime_ns
+                found = entry.stat(follow_symlinks=False)
+                yield entry.path, found.st_size, found.st_mtime_ns
         except FileNotFoundError:
             continue
 
 
-def _local_children(folder: str) -> list[pafs.FileInfo]:
+def _local_children(folder: str, stat: bool = True) -> list[pafs.FileInfo]:
     """`_scan` as pyarrow FileInfos, the type `list_dir` returns on S3 too."""
     out = []
-    for path, size, stamp in _scan(folder):
+    for path, size, stamp in _scan(folder, stat):
         kind = pafs.FileType.Directory if size is None else pafs.FileType.File
         out.append(pafs.FileInfo(path, kind, size=size, mtime_ns=stamp or None))
     return out

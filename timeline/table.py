@@ -6,11 +6,11 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from timeline import read_once
+from timeline import partition_path, read_once
 from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
 from timeline.errors import BadInputError
 from timeline.file_names import BaseFile, parse_base_file
-from timeline.fs_view import FileSystemView, list_base_files
+from timeline.fs_view import FileSystemView, list_base_files, parse_listing
 from timeline.instant import CLOCK
 from timeline.mdt import health, layout
 from timeline.mdt.log import DecodedLog
@@ -174,33 +174,48 @@ class Table:
         return mdt.next_instant(timeline) if mdt.exists() else CLOCK.next_after(timeline.last_time())
 
     def storage_view(
-        self, as_of: str | None = None, timeline: ActiveTimeline | None = None, fallback_reason: str | None = None
+        self,
+        as_of: str | None = None,
+        timeline: ActiveTimeline | None = None,
+        fallback_reason: str | None = None,
+        partitions: list[str] | None = None,
     ) -> TableView:
-        """The view from a full storage listing (slow on object stores)."""
-        return TableView(list_base_files(self.storage), timeline or self.timeline(), as_of, "storage", fallback_reason)
+        """The view from a storage listing (of the whole table unless `partitions`; slow on object stores)."""
+        if partitions is None:
+            files = list_base_files(self.storage)
+        else:
+            files = parse_listing(e for p in partitions for e in self.storage.list_files(p, recursive=False))
+        return TableView(files, timeline or self.timeline(), as_of, "storage", fallback_reason)
 
     def metadata_view(
-        self, as_of: str | None = None, timeline: ActiveTimeline | None = None, mdt: MetadataTable | None = None
+        self,
+        as_of: str | None = None,
+        timeline: ActiveTimeline | None = None,
+        mdt: MetadataTable | None = None,
+        partitions: list[str] | None = None,
     ) -> TableView:
         """The view from the metadata table as it stands (no health check): no storage listing at all."""
         timeline = timeline or self.timeline()
         mdt = mdt or self.metadata()
-        listing = MetadataReader(mdt, timeline).listing()
+        listing = MetadataReader(mdt, timeline).listing(partitions)
         columns = (listing.column(c).to_pylist() for c in ("partition", "file", "size"))
         files = [f for p, name, size in zip(*columns, strict=True) if (f := parse_base_file(p, name, size))]
         return TableView(files, timeline, as_of, "metadata", mdt=mdt)
 
-    def view(self, as_of: str | None = None, source: str = "auto") -> TableView:
+    def view(self, as_of: str | None = None, source: str = "auto", partitions: list[str] | None = None) -> TableView:
         """The metadata table's view when the table has a healthy one, else storage's.
 
         "auto" lists storage when the MDT is unhealthy and says why (a
         `MetadataFallbackWarning`, and the view's `fallback_reason`); "metadata"
-        raises instead; "storage" never reads the MDT.
+        raises instead; "storage" never reads the MDT. `partitions`: a view of
+        only those (one MDT lookup, or one folder listing each), not of the table.
         """
+        if partitions is not None:
+            partitions = [partition_path.canonical(p, "partition") for p in partitions]
         found = self.listing_source(source)
         if found.mdt is None:
-            return self.storage_view(as_of, found.timeline, found.fallback_reason)
-        return self.metadata_view(as_of, found.timeline, found.mdt)
+            return self.storage_view(as_of, found.timeline, found.fallback_reason, partitions)
+        return self.metadata_view(as_of, found.timeline, found.mdt, partitions)
 
     def listing_source(self, source: str = "auto") -> ListingSource:
         """Where a read's file listing comes from (see `view`), decided without listing anything yet:

@@ -64,11 +64,13 @@ def _cached_base(storage: Storage, path: str, size: int) -> pa.Table:
         if found is not None:
             _BASE_CACHE.move_to_end(key)
             return found
+    # A whole file through `ParquetFile`: `pq.read_table` would import pyarrow.dataset (and pandas), a
+    # third of a short command's start-up.
     if storage.is_s3:  # the size is known: one GetObject, not a HEAD and ranged reads
-        table = pq.read_table(pa.BufferReader(storage.read_bytes(path)))
+        table = pq.ParquetFile(pa.BufferReader(storage.read_bytes(path))).read()
     else:
         with storage.open_input(path) as handle:
-            table = pq.read_table(handle)
+            table = pq.ParquetFile(handle).read()
     with _BASE_CACHE_LOCK:
         _BASE_CACHE[key] = table
         while len(_BASE_CACHE) > _BASE_CACHE_ENTRIES:
@@ -167,7 +169,7 @@ class MetadataTable:
         listed, timeline = read_once.recall(self.storage.full(".hoodie"), "timeline")
         if known and listed:
             return timeline
-        infos = self.storage.list_dir(".hoodie")
+        infos = self.storage.list_dir(".hoodie", sizes=False)
         found = any(i.base_name == "hoodie.properties" and i.type == pafs.FileType.File for i in infos)
         timeline = ActiveTimeline.from_listing(self.storage, ".hoodie", infos) if found else None
         read_once.offer(self.data_storage.full(layout.MDT_PROPERTIES), "exists", found)
