@@ -7,6 +7,16 @@ files, from the MDT and from a storage listing, in the same run. Then times an
 MDT lookup as a table takes 100 to 2,000 commits with compaction on: a table
 of constant size (upserts and cleans through the coordinator; the flat-lookup
 target) and an append-only one (its partitions grow with the commits).
+Then the lookup targets, systems interleaved round-robin (median and p90):
+  cycle   one-partition lookup as `tandem ls --partition` does it (open, health check,
+          MDT read of that partition) on 2,000 partitions x 5 files, through two MDT
+          compaction cycles: a writer in another process commits a new version into
+          the partition looked up; after each commit the first lookup in this
+          (long-lived) process, then warm lookups against `os.listdir` of the folder
+  cli     `tandem ls PATH --partition P` in a fresh process against
+          `python -c "import pyarrow.parquet"`
+  s3 cold a one-partition lookup in a fresh process on the S3 endpoint: requests
+          counted by a recording proxy and time, against the LIST of the folder it replaces
 Run: .venv/bin/python -m bench.listing [--partitions N] [--s3-partitions N]
 """
 
@@ -16,16 +26,19 @@ import argparse
 import os
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench.report import write_report
+from bench.report import interleaved, summarize, write_report
 from coordinator.archival import archive
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.file_names import base_file_name, new_file_id, write_token
 from timeline.instant import CLOCK, COMMIT, Instant, State
+from timeline.mdt import layout
 from timeline.mdt import records as mdt_records
 from timeline.mdt.bootstrap import list_storage
 from timeline.mdt.compaction import execute, run_pending, schedule
@@ -36,6 +49,13 @@ from timeline.table import Table
 FILES_PER_PARTITION = 10
 REPEATS = 5
 PHASE_WINDOW = 10  # commits per MDT compaction cycle sampled at each growth checkpoint
+CYCLE_PARTITIONS, CYCLE_FILES = 2_000, 5
+CYCLE_COMMITS = 20  # two MDT compaction cycles (a compaction every 10 deltacommits)
+WARM_ROUNDS = 20
+CLI_ROUNDS = 10
+S3_COLD_ROUNDS = 5
+ONE = "p=00007"
+TARGETS = {"warm_ms": 1.0, "any_point_ms": 5.0, "cli_over_import": 2.0, "all_files_ms": 25.0, "s3_requests": 4}
 
 
 def bulk_commit(table: Table, partitions: list[str], files_per_partition: int, known: set[str]) -> None:
@@ -69,12 +89,12 @@ def bulk_commit(table: Table, partitions: list[str], files_per_partition: int, k
     timeline.complete(inflight, metadata.to_json_bytes())
 
 
-def build(base: str, partitions: int, per_commit: int = 1000) -> Table:
+def build(base: str, partitions: int, per_commit: int = 1000, files: int = FILES_PER_PARTITION) -> Table:
     table = Table.create(base, "bench", ["id"], ["p"], hive_style=True)
     names = [f"p={i:05d}" for i in range(partitions)]
     known: set[str] = set()
     for start in range(0, partitions, per_commit):
-        bulk_commit(table, names[start : start + per_commit], FILES_PER_PARTITION, known)
+        bulk_commit(table, names[start : start + per_commit], files, known)
     mdt = table.metadata()
     scheduled = schedule(mdt, table.timeline())
     execute(mdt, table.timeline(), scheduled)
@@ -95,31 +115,167 @@ def timed(fn, repeats: int = REPEATS) -> float:
 
 
 def compare(table: Table) -> dict:
+    """All partitions, all files and one partition: from the MDT and from storage, interleaved round-robin."""
     timeline = table.timeline()
     reader = lambda: MetadataReader(table.metadata(), timeline)  # noqa: E731
-    one = "p=00007"
     mdt_files = reader().listing()
     storage_files = list_storage(table.storage, timeline)
     assert mdt_files.num_rows == storage_files.num_rows, (mdt_files.num_rows, storage_files.num_rows)
-    figures = {
-        "files": mdt_files.num_rows,
-        "all_partitions_ms": {
-            "metadata": timed(lambda: reader().all_partitions()),
-            "storage": timed(lambda: [i for i in table.storage.list_dir("") if not i.base_name.startswith(".")]),
-        },
-        "all_files_ms": {
-            "metadata": timed(lambda: reader().listing()),
-            "storage": timed(lambda: list_storage(table.storage, timeline)),
-        },
-        "one_partition_ms": {
-            "metadata": timed(lambda: reader().listing([one])),
-            "storage": timed(lambda: table.storage.list_files(one)),
-        },
+    queries = {
+        "all_partitions_ms": (
+            lambda: reader().all_partitions(),
+            lambda: [i for i in table.storage.list_dir("") if not i.base_name.startswith(".")],
+        ),
+        "all_files_ms": (lambda: reader().listing(), lambda: list_storage(table.storage, timeline)),
+        "one_partition_ms": (lambda: reader().listing([ONE]), lambda: table.storage.list_files(ONE)),
     }
-    for key in ("all_partitions_ms", "all_files_ms", "one_partition_ms"):
-        f = figures[key]
-        f["storage_over_metadata"] = f["storage"] / f["metadata"]
+    figures: dict = {"files": mdt_files.num_rows}
+    for key, (metadata, storage) in queries.items():
+        samples, _ = interleaved({"metadata": metadata, "storage": storage}, REPEATS)
+        figures[key] = {name: statistics.median(values) for name, values in samples.items()}
+        figures[key]["metadata_p90"] = summarize(samples["metadata"])["p90_ms"]
+        figures[key]["storage_over_metadata"] = figures[key]["storage"] / figures[key]["metadata"]
     return figures
+
+
+def lookup(base: str, partition: str = ONE) -> list:
+    """A one-partition lookup as `tandem ls --partition` makes it: open, health check, that partition's files."""
+    return Table.open(base).view(partitions=[partition]).latest_base_files(partition)
+
+
+def commit_loop(base: str) -> None:
+    """The writer of `cycle`, in its own process: per line on stdin one commit of a new file into ONE, then MDT
+    compaction and archival as the coordinator runs them; "ok" on stdout when done."""
+    table = Table.open(base)
+    known = set(MetadataReader(table.metadata(), table.timeline()).all_partitions())
+    for _ in sys.stdin:
+        bulk_commit(table, [ONE], 1, known)
+        housekeeping(table.metadata(), table.timeline(), max_delta_commits=10)
+        archive(table)
+        print("ok", flush=True)
+
+
+def current_logs(table: Table) -> int:
+    """Log files on the slice a lookup merges (0 right after a compaction)."""
+    mdt = table.metadata()
+    slices = mdt.slices()
+    latest = slices.get(layout.latest_completed_compaction(mdt.timeline()))
+    return len(latest.logs) if latest else 0
+
+
+def cycle(base: str) -> dict:
+    """One-partition lookups through two MDT compaction cycles, with the writer in another process."""
+    table = build(base, CYCLE_PARTITIONS, files=CYCLE_FILES)
+    folder = os.path.join(base, ONE)
+    expected = len(lookup(base))  # this reader process is warm before the first commit
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "bench.listing", "--commit-loop", base],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    points = []
+    try:
+        for n in range(1, CYCLE_COMMITS + 1):
+            writer.stdin.write("commit\n")
+            writer.stdin.flush()
+            if writer.stdout.readline().strip() != "ok":
+                raise RuntimeError("the writer process of the lookup cycle failed")
+            started = time.perf_counter()
+            found = lookup(base)
+            first = (time.perf_counter() - started) * 1000
+            expected += 1
+            if len(found) != expected:
+                raise AssertionError(f"lookup after commit {n}: {len(found)} files, {expected} expected")
+            samples, _ = interleaved(
+                {"lookup": lambda: lookup(base), "os.listdir": lambda: os.listdir(folder)}, WARM_ROUNDS
+            )
+            points.append(
+                {
+                    "commit": n,
+                    "logs_on_slice": current_logs(table),
+                    "first_after_commit_ms": round(first, 3),
+                    "warm": summarize(samples["lookup"]),
+                    "os.listdir": summarize(samples["os.listdir"]),
+                }
+            )
+            point = points[-1]
+            print(
+                f"  commit {n:>2}: {point['logs_on_slice']:>2} logs, first {first:.2f} ms, "
+                f"warm {point['warm']['median_ms']:.2f} ms, os.listdir {point['os.listdir']['median_ms']:.3f} ms"
+            )
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=120)
+    warm = [p["warm"]["median_ms"] for p in points]
+    return {
+        "shape": {"partitions": CYCLE_PARTITIONS, "files_per_partition": CYCLE_FILES, "commits": CYCLE_COMMITS},
+        "points": points,
+        "warm_median_ms": statistics.median(warm),
+        "warm_worst_median_ms": max(warm),
+        "worst_any_point_ms": max(max(p["first_after_commit_ms"], p["warm"]["p90_ms"]) for p in points),
+    }
+
+
+def cli_lookup(base: str) -> dict:
+    """`tandem ls --partition` in a fresh process against a bare `import pyarrow.parquet`, interleaved."""
+    tandem = str(Path(sys.executable).with_name("tandem"))
+
+    def run(*command: str) -> None:
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+
+    samples, _ = interleaved(
+        {
+            "tandem ls --partition": lambda: run(tandem, "ls", base, "--partition", ONE),
+            "python -c 'import pyarrow.parquet'": lambda: run(sys.executable, "-c", "import pyarrow.parquet"),
+        },
+        CLI_ROUNDS,
+    )
+    figures = {name: summarize(values) for name, values in samples.items()}
+    ls, bare = figures["tandem ls --partition"], figures["python -c 'import pyarrow.parquet'"]
+    figures["ratio"] = {"median": ls["median_ms"] / bare["median_ms"], "p90": ls["p90_ms"] / bare["p90_ms"]}
+    return figures
+
+
+def cold_probe(mode: str, base: str) -> None:
+    """In a fresh process: one cold one-partition lookup (or the folder LIST); prints files and ms."""
+    started = time.perf_counter()
+    if mode == "lookup":
+        found = len(lookup(base))
+    else:
+        found = len(Table.open(base).storage.list_files(ONE, recursive=False))
+    print(found, (time.perf_counter() - started) * 1000)
+
+
+def s3_cold(base: str, moto_port: int) -> dict:
+    """Requests and time of a cold lookup and of the LIST it replaces, each in a fresh process behind the proxy."""
+    from bench.object_store import RecordingProxy
+
+    proxy = RecordingProxy(moto_port).start()
+    env = {**os.environ, "AWS_ENDPOINT_URL_S3": proxy.url}
+    out: dict = {}
+    try:
+        for _ in range(S3_COLD_ROUNDS):
+            for mode in ("lookup", "list"):
+                before = proxy.server.snapshot(("bench",))
+                printed = subprocess.run(
+                    [sys.executable, "-m", "bench.listing", "--cold", mode, base],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                ).stdout.split()
+                counts = proxy.server.snapshot(("bench",)) - before
+                entry = out.setdefault(mode, {"samples_ms": [], "files": int(printed[0])})
+                entry["samples_ms"].append(float(printed[1]))
+                entry["requests"] = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("op:")}
+                entry["total_requests"] = sum(v for k, v in counts.items() if k.startswith("kind:"))
+    finally:
+        proxy.stop()
+    for entry in out.values():
+        entry.update(summarize(entry.pop("samples_ms")))
+    out["lookup_over_list"] = out["lookup"]["median_ms"] / out["list"]["median_ms"]
+    return out
 
 
 def growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int = 100) -> dict:
@@ -222,13 +378,49 @@ def steady_growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int
     return out
 
 
+def targets(results: dict) -> dict:
+    cycle_, cli, s3 = results["cycle"], results["cli"], results["s3_cold"]
+    found = {
+        "warm_one_partition_ms": (cycle_["warm_median_ms"], f"<= {TARGETS['warm_ms']} ms"),
+        "any_point_of_cycle_ms": (cycle_["worst_any_point_ms"], f"<= {TARGETS['any_point_ms']} ms"),
+        "cli_ls_partition_over_import": (cli["ratio"]["median"], f"<= {TARGETS['cli_over_import']}x"),
+        "all_files_ms": (results["local"]["all_files_ms"]["metadata"], f"<= {TARGETS['all_files_ms']} ms"),
+        "s3_cold_lookup_requests": (s3["lookup"]["total_requests"], f"<= {TARGETS['s3_requests']}"),
+        "s3_cold_lookup_over_list": (s3["lookup_over_list"], "< 1 (faster than the LIST)"),
+    }
+    limits = {
+        "warm_one_partition_ms": TARGETS["warm_ms"],
+        "any_point_of_cycle_ms": TARGETS["any_point_ms"],
+        "cli_ls_partition_over_import": TARGETS["cli_over_import"],
+        "all_files_ms": TARGETS["all_files_ms"],
+        "s3_cold_lookup_requests": TARGETS["s3_requests"],
+        "s3_cold_lookup_over_list": 1.0,
+    }
+    return {
+        name: {
+            "value": round(value, 3),
+            "target": text,
+            "met": value <= limits[name] and (name != "s3_cold_lookup_over_list" or value < 1),
+        }
+        for name, (value, text) in found.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--s3-partitions", type=int, default=1_000)
     parser.add_argument("--commits", type=int, default=2_000)
     parser.add_argument("--growth-only", action="store_true", help="Only the lookup-growth part (prints, no report).")
+    parser.add_argument("--commit-loop", metavar="BASE", help=argparse.SUPPRESS)  # the cycle's writer process
+    parser.add_argument("--cold", nargs=2, metavar=("MODE", "BASE"), help=argparse.SUPPRESS)  # an s3 cold probe
     args = parser.parse_args()
+    if args.commit_loop:
+        commit_loop(args.commit_loop)
+        return
+    if args.cold:
+        cold_probe(*args.cold)
+        return
     if args.growth_only:
         checkpoints = tuple(c for c in (100, 500, 1000, 2000) if c <= args.commits)
         steady_growth(tempfile.mkdtemp(prefix="tandem-steady-"), checkpoints)
@@ -241,6 +433,10 @@ def main() -> None:
     local = build(str(work / "local"), args.partitions)
     print(f"  built in {time.perf_counter() - started:.1f} s")
     results["local"] = compare(local)
+    print(f"tandem ls --partition in a fresh process, {CLI_ROUNDS} interleaved rounds")
+    results["cli"] = cli_lookup(str(work / "local"))
+    print(f"lookup through two MDT compaction cycles: {CYCLE_PARTITIONS} partitions x {CYCLE_FILES} files")
+    results["cycle"] = cycle(str(work / "cycle"))
 
     from chaos.servers import MotoServer
 
@@ -257,6 +453,7 @@ def main() -> None:
         s3 = build("s3://bench/table", args.s3_partitions, per_commit=250)
         print(f"  built in {time.perf_counter() - started:.1f} s")
         results["s3"] = compare(s3)
+        results["s3_cold"] = s3_cold("s3://bench/table", moto.port)
     finally:
         moto.stop()
     checkpoints = tuple(c for c in (100, 500, 1000, 2000) if c <= args.commits)
@@ -271,12 +468,21 @@ def main() -> None:
             f = results[where][key]
             ratio = f["storage_over_metadata"]
             print(f"{where:<6} {key[:-3]:<16} {f['metadata']:>12.1f} {f['storage']:>11.1f} {ratio:>17.1f}")
+    cli, cold = results["cli"], results["s3_cold"]
+    ratio = cli["ratio"]
+    print(f"tandem ls --partition / import pyarrow.parquet: median {ratio['median']:.2f}x, p90 {ratio['p90']:.2f}x")
+    for mode in ("lookup", "list"):
+        entry = cold[mode]
+        print(f"s3 cold {mode}: {entry['total_requests']} requests {entry['requests']}, {entry['median_ms']:.1f} ms")
     steady, g = results["steady_growth"], results["growth"]
     print(
         f"lookup {checkpoints[-1]} vs {checkpoints[0]} commits, steady size: x{steady['ratio_last_over_first']:.2f} "
         f"(max/min over checkpoints x{steady['ratio_max_over_min']:.2f}; target <= 1.5x); "
         f"append-only: x{g['ratio_last_over_first']:.2f} (partition files grow x{checkpoints[-1] // checkpoints[0]})"
     )
+    results["targets"] = targets(results)
+    for name, target in results["targets"].items():
+        print(f"target {name}: {target['value']} ({target['target']}): {'met' if target['met'] else 'NOT met'}")
     chart = {
         f"{w} {k.split('_ms')[0].replace('_', ' ')}": results[w][k]["storage_over_metadata"]
         for w in ("local", "s3")
