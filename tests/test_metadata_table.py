@@ -302,3 +302,36 @@ def test_initialize_refuses_pending_instants(tmp_path):
     with pytest.raises(BadInputError, match="instants are pending: 20990101000000000.commit"):
         initialize(table.metadata(), "t", table.timeline())
     assert not table.metadata().exists()
+
+
+def test_a_lookup_before_the_base_is_kept_reads_only_its_row_groups_and_answers_as_the_whole(tmp_path, monkeypatch):
+    """The first lookup after a compaction reads the row groups whose key range can hold the partition asked
+    for, not the whole new base file; the answer is the whole listing's rows of that partition."""
+    from timeline.mdt import table as mdt_table
+
+    monkeypatch.setattr(mdt_table, "BASE_ROW_GROUP", 4)
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
+    parts = [f"p{i:02d}" for i in range(30)]
+    LocalWriter(table).write(pa.table({"id": list(range(60)), "p": parts * 2, "v": list(range(60))}), "insert")
+    mdt = table.metadata()
+    compaction.execute(mdt, table.timeline(), compaction.schedule(mdt, table.timeline()))
+    whole = MetadataReader(mdt, table.timeline()).listing().to_pylist()
+    base = mdt.slices()[layout.latest_completed_compaction(mdt.timeline())].base_file
+    with mdt.storage.open_input(base) as handle:
+        groups = pq.ParquetFile(handle).num_row_groups
+    assert groups >= 8
+    read = []
+    original = pq.ParquetFile.read_row_group
+
+    def counted(self, i, *args, **kwargs):
+        read.append(i)
+        return original(self, i, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counted)
+    for asked in (["p07"], ["p00", "p29"], ["absent"], parts):
+        for cache in (mdt_table._BASE_CACHE, mdt_table._ROW_GROUPS, mdt_table._FOOTERS):
+            cache.clear()
+        read.clear()
+        found = MetadataReader(mdt, table.timeline()).listing(asked).to_pylist()
+        assert sorted(found, key=str) == sorted((r for r in whole if r["partition"] in asked), key=str)
+        assert len(read) <= max(2 * len(asked), 1) < groups or asked == parts

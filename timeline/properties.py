@@ -34,6 +34,8 @@ def dumps(props: dict[str, str]) -> str:
 
 
 def _unescape(text: str) -> str:
+    if "\\" not in text:  # the common case, and every table open reads hoodie.properties
+        return text
     out = []
     i = 0
     while i < len(text):

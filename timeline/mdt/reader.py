@@ -92,16 +92,18 @@ class MetadataReader:
             blocks += decoded.blocks
         return blocks
 
-    def merged(self, keys: list[str] | None = None) -> MergedView:
-        """Base rows and log overrides, for all keys or just `keys`."""
+    def merged(self, keys: list[str] | None = None, whole: bool | None = None) -> MergedView:
+        """Base rows and log overrides, for all keys or just `keys`; `whole`: also the whole base file
+        as the process keeps it (default: when all keys are asked for)."""
         with METRICS.timed(SCAN):
             current, logs = self._slices_to_read()
-            base = whole = None
+            base = kept = None
             if current is not None and current.base_file:
-                whole = self.mdt.kept_base(current.base_file, current.base_size)
+                if keys is None if whole is None else whole:
+                    kept = self.mdt.kept_base(current.base_file, current.base_size)
                 base = self.mdt.read_base(current.base_file, keys, current.base_size)
             wanted = set(keys) if keys is not None else None
-            view = MergedView(base, whole=whole)
+            view = MergedView(base, whole=kept)
             touched: dict[str, list[dict]] = {}
             blocks = self._log_blocks(logs, view.corrupt)
             rolled_back = rolled_back_targets(blocks)
@@ -181,7 +183,7 @@ class MetadataReader:
     def partition_tuple(self) -> tuple[str, ...]:
         """Every partition, sorted. While no log touches the partition list it is the very tuple derived
         from the kept base file, so what a planner derives from it can be kept by its identity."""
-        view = self.merged([rec.ALL_PARTITIONS])
+        view = self.merged([rec.ALL_PARTITIONS], whole=True)  # the partition tuple is derived once per base
         record = view.overrides.get(rec.ALL_PARTITIONS)
         if record is not None:
             partitions = _partitions_of(pa.array(list(rec.live_files(record)), pa.string()))

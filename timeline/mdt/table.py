@@ -78,6 +78,48 @@ def _cached_base(storage: Storage, path: str, size: int) -> pa.Table:
     return table
 
 
+_ROW_GROUPS: OrderedDict[tuple[str, str, int, int], pa.Table] = OrderedDict()
+_ROW_GROUP_ENTRIES = 64
+_FOOTERS: OrderedDict[tuple[str, str, int], pq.FileMetaData] = OrderedDict()
+
+
+def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.Table:
+    """The rows of `keys` from a local base file this process has not read whole: only the row groups whose
+    key statistics can hold one (a base file is sorted by key), each read once per process. The first
+    lookup after a compaction then reads a row group, not the whole new base file."""
+    key = (storage.base_uri, path, size)
+    with _BASE_CACHE_LOCK:
+        footer = _FOOTERS.get(key)
+    with storage.open_input(path) as handle:
+        parquet = pq.ParquetFile(handle, metadata=footer)
+        footer = parquet.metadata
+        with _BASE_CACHE_LOCK:
+            _FOOTERS[key] = footer
+            while len(_FOOTERS) > _BASE_CACHE_ENTRIES:
+                _FOOTERS.popitem(last=False)
+        column = footer.schema.to_arrow_schema().get_field_index("key")
+        parts = []
+        for group in range(footer.num_row_groups):
+            stats = footer.row_group(group).column(column).statistics
+            if stats is not None and stats.has_min_max and not any(stats.min <= k <= stats.max for k in keys):
+                continue
+            with _BASE_CACHE_LOCK:
+                rows = _ROW_GROUPS.get((*key, group))
+            if rows is None:
+                rows = parquet.read_row_group(group)
+                with _BASE_CACHE_LOCK:
+                    _ROW_GROUPS[(*key, group)] = rows
+                    while len(_ROW_GROUPS) > _ROW_GROUP_ENTRIES:
+                        _ROW_GROUPS.popitem(last=False)
+            parts.append(rows.filter(pc.is_in(rows.column("key"), pa.array(keys, pa.string()))))
+    return pa.concat_tables(parts) if parts else BASE_SCHEMA.empty_table()
+
+
+def _holds_whole(storage: Storage, path: str, size: int) -> bool:
+    with _BASE_CACHE_LOCK:
+        return (storage.base_uri, path, size) in _BASE_CACHE
+
+
 CACHED_LOG_BYTES = 32 << 20
 _LOG_CACHE: OrderedDict[tuple[str, str, int, int], DecodedLog] = OrderedDict()
 _LISTED_LOGS: dict[str, dict[str, tuple[int, int]]] = {}  # MDT uri -> log path -> (size, mtime) last listed
@@ -200,6 +242,8 @@ class MetadataTable:
         (path, size) names its content, and a lookup then filters rows in memory.
         """
         if size is not None and 0 < size <= CACHED_BASE_BYTES:
+            if keys is not None and not self.storage.is_s3 and not _holds_whole(self.storage, path, size):
+                return _cached_rows(self.storage, path, size, keys)
             whole = _cached_base(self.storage, path, size)
             if keys is None:
                 return whole
