@@ -202,36 +202,48 @@ class MetadataReader:
         """
         keys = None if partitions is None else [rec.partition_key(p) for p in partitions]
         view = self.merged(keys)
+        if base_files:
+            listing = self._base_file_listing(view)
+        else:
+            listing = self._file_listing(view)
+        METRICS.incr(LOOKUP_FILES, listing.num_rows)
+        return listing
+
+    def _file_listing(self, view: MergedView) -> pa.Table:
+        """Every live file of the view; the base rows' part (flattened, names parsed) once per kept base."""
         parts = []
-        touched = pa.array(list(view.overrides), pa.string())
         if view.base is not None and view.base.num_rows:
-            base = _base_files_of(view) if base_files else _flatten(view.base)
+            if view.base is view.whole:
+                base = derived(view.base, "listed files", lambda b: _listed(_flatten(b)))
+            else:
+                base = _listed(_flatten(view.base))
             if view.overrides:
+                shown = ["" if k == rec.NON_PARTITIONED else k for k in view.overrides]
+                base = base.filter(pc.invert(pc.is_in(base.column("partition"), pa.array(shown, pa.string()))))
+            parts.append(base)
+        if view.overrides:
+            parts.append(_listed(_override_rows(view)))
+        listing = pa.concat_tables(parts) if parts else _listed(LISTING_SCHEMA.empty_table())
+        return self._filter_by_data_timeline(listing, listing.column("instant")).drop_columns(["instant"])
+
+    def _base_file_listing(self, view: MergedView) -> pa.Table:
+        """Live base files of the view with their `file_id` and `instant` (parsed once per kept base)."""
+        parts = []
+        if view.base is not None and view.base.num_rows:
+            base = _base_files_of(view)
+            if view.overrides:
+                touched = pa.array(list(view.overrides), pa.string())
                 base = base.filter(pc.invert(pc.is_in(base.column("partition"), touched)))
             parts.append(base)
         if view.overrides:
-            rows = [
-                {"partition": record["key"], "file": name, "size": size}
-                for record in view.overrides.values()
-                for name, size in rec.live_files(record).items()
-            ]
-            logged = pa.Table.from_pylist(rows, schema=LISTING_SCHEMA)
-            parts.append(_with_base_file_parts(logged) if base_files else logged)
-        listing = pa.concat_tables(parts) if parts else LISTING_SCHEMA.empty_table()
+            parts.append(_with_base_file_parts(_override_rows(view)))
+        listing = pa.concat_tables(parts) if parts else _with_base_file_parts(LISTING_SCHEMA.empty_table())
         listing = listing.filter(pc.not_equal(listing.column("partition"), rec.ALL_PARTITIONS))
-        if base_files:
-            if not parts:
-                listing = _with_base_file_parts(listing)
-            listing = self._filter_by_data_timeline(listing, listing.column("instant"))
-        else:
-            instants = pc.extract_regex(listing.column("file"), _INSTANT_OF_FILE)
-            listing = self._filter_by_data_timeline(listing, pc.struct_field(instants, "instant"))
+        listing = self._filter_by_data_timeline(listing, listing.column("instant"))
         partition = pc.if_else(
             pc.equal(listing.column("partition"), rec.NON_PARTITIONED), "", listing.column("partition")
         )
-        listing = listing.set_column(0, "partition", partition)
-        METRICS.incr(LOOKUP_FILES, listing.num_rows)
-        return listing
+        return listing.set_column(0, "partition", partition)
 
     def _filter_by_data_timeline(self, listing: pa.Table, instants: pa.Array | pa.ChunkedArray) -> pa.Table:
         if listing.num_rows == 0:
@@ -290,6 +302,26 @@ def _partitions_of(keys: pa.Array) -> tuple[str, ...]:
     named = pc.not_equal(keys, rec.NON_PARTITIONED)
     partition_path.canonical_all(keys.filter(named), "metadata table record key", CorruptInstantError)
     return tuple(sorted(pc.if_else(named, keys, "").to_pylist()))
+
+
+def _override_rows(view: MergedView) -> pa.Table:
+    """(partition key, file, size) of the live files of the records logs touched."""
+    rows = [
+        {"partition": record["key"], "file": name, "size": size}
+        for record in view.overrides.values()
+        for name, size in rec.live_files(record).items()
+    ]
+    return pa.Table.from_pylist(rows, schema=LISTING_SCHEMA)
+
+
+def _listed(flat: pa.Table) -> pa.Table:
+    """Flattened rows as a listing shows them: no partition-list record, the non-partitioned key as "", and
+    each file's instant parsed from its name (null for a name that has none)."""
+    flat = flat.filter(pc.not_equal(flat.column("partition"), rec.ALL_PARTITIONS))
+    shown = pc.if_else(pc.equal(flat.column("partition"), rec.NON_PARTITIONED), "", flat.column("partition"))
+    flat = flat.set_column(0, "partition", shown)
+    instants = _extract_in_parallel(flat.column("file"), _INSTANT_OF_FILE)
+    return flat.append_column("instant", pc.struct_field(instants, "instant"))
 
 
 def _base_files_of(view: MergedView) -> pa.Table:
