@@ -53,9 +53,10 @@ NEW = ""
 # The files of one write are read, merged and written this many at a time: parquet decoding and encoding
 # and fsync release the GIL, so an upsert touching many file groups is not paced by one file after another.
 IO_THREADS = 8
-# The index reads a small candidate file whole, and the merge takes those rows instead of reading it again.
+# Under the bloom index (its candidates mostly hold a key) the index reads a small candidate file whole, and
+# the merge takes those rows instead of reading it again; at most KEPT_ROWS_BYTES of decoded rows per write.
 WHOLE_READ_BYTES = 8 * 1024 * 1024
-KEPT_ROWS_BYTES = 256 * 1024 * 1024  # at most this much of such rows per write
+KEPT_ROWS_BYTES = 256 * 1024 * 1024
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -258,20 +259,18 @@ class LocalWriter:
         return candidates
 
     def _keys_of(self, base: BaseFile) -> list[str]:
-        """The keys a base file holds; a small one is read whole and kept for its merge (one read, not two)."""
-        if base.size and base.size <= WHOLE_READ_BYTES and self._keep_room(base.size):
+        """The keys a base file holds; a small bloom candidate is read whole and kept for its merge (one read,
+        not two), while the write's budget for kept rows lasts."""
+        whole = self.coordinator.bloom_index and 0 < base.size <= WHOLE_READ_BYTES
+        if whole and self._kept_bytes < KEPT_ROWS_BYTES:
             rows = self._read(base)
-            self._kept[base.path] = rows
+            with self._kept_lock:
+                if self._kept_bytes + rows.nbytes <= KEPT_ROWS_BYTES:
+                    self._kept[base.path] = rows
+                    self._kept_bytes += rows.nbytes
             return self._row_keys(rows).to_pylist()
         columns = [KEY] if self.config.populate_meta_fields else self.config.record_key_fields
         return self._row_keys(self._read(base, columns)).to_pylist()
-
-    def _keep_room(self, size: int) -> bool:
-        with self._kept_lock:
-            if self._kept_bytes + size > KEPT_ROWS_BYTES:
-                return False
-            self._kept_bytes += size
-            return True
 
     def _read(self, base: BaseFile, columns: list[str] | None = None) -> pa.Table:
         """A base file this write builds on; gone means a concurrent writer and clean moved past it."""
@@ -525,7 +524,9 @@ def each(work: Callable[[T], R], items: list[T] | range) -> list[R]:
     """`work` over `items`, results in order; on `IO_THREADS` threads when there is more than one.
 
     Every item is finished (or failed) before this returns or raises, so an undo
-    after a failure sees every marker and file the write made.
+    after a failure sees every marker and file the write made. `work` must not
+    call `each` itself: the pool is shared, and a task waiting on the pool could
+    wait forever.
     """
     if len(items) < 2:
         return [work(item) for item in items]

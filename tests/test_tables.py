@@ -242,3 +242,32 @@ def test_an_upsert_failing_in_one_of_its_parallel_files_leaves_no_file_and_no_ch
     assert len(written) == 5  # the sibling files were all written before the undo ran
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "t").rglob("*.parquet")) == before
     assert {r["id"]: r["v"] for r in assert_same_rows(table.uri, ["_hoodie_record_key"])} == {i: i for i in range(6)}
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "SIMPLE"])
+def test_an_upsert_reads_each_file_it_rewrites_once_under_the_bloom_index(tmp_path, monkeypatch, index):
+    """The bloom index's candidates are read whole once and merged from those rows; the simple index reads
+    only the key column of every file, then the files it rewrites."""
+    import coordinator.writer as writer_module
+
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], with_metadata=True)
+    config = CoordinatorConfig(index_type=index)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), coordinator=config)
+    for part in range(4):
+        writer.write(pa.table({"id": [part, part + 10], "p": [f"p{part}"] * 2, "v": [0, 0]}), "insert")
+    reads = []
+    original = writer_module.read_base_file
+
+    def counted(storage, path, columns=None, *args):
+        reads.append((path, columns))
+        return original(storage, path, columns, *args)
+
+    monkeypatch.setattr(writer_module, "read_base_file", counted)
+    writer.write(pa.table({"id": [0, 1, 2, 3], "p": [f"p{i}" for i in range(4)], "v": [7] * 4}), "upsert")
+    whole = [path for path, columns in reads if columns is None]
+    assert sorted(whole) == sorted(set(whole)) and len(whole) == 4
+    assert len(reads) == (4 if index == "BLOOM" else 8)
+    assert {r["id"]: r["v"] for r in assert_same_rows(table.uri, ["_hoodie_record_key"])} == {
+        **{i: 7 for i in range(4)},
+        **{i + 10: 0 for i in range(4)},
+    }
