@@ -51,6 +51,27 @@ def simulate(name: str, nth: int = 1) -> Iterator[None]:
         _hits.pop(name, None)
 
 
+_in_order = False  # set by chaos.storage_faults: its mutation count must name the same step every run
+
+
+def keep_order() -> None:
+    """Have this process's writers take their steps one after another (see `in_order`)."""
+    global _in_order
+    _in_order = True
+
+
+def in_order() -> bool:
+    """Whether chaos is armed in this process: a crash or pause at the n-th hit of a point, an observer
+    counting hits, or counted storage mutations. A writer then writes its files one after another, so
+    that "the n-th hit" and "after mutation k" name the same step in every run and a replay reproduces it."""
+    return (
+        _in_order
+        or bool(_simulated)
+        or _observer is not None
+        or bool(os.environ.get("TANDEM_CRASH_AT") or os.environ.get("TANDEM_PAUSE_AT"))
+    )
+
+
 def observe(callback: Callable[[str], None] | None) -> None:
     """Have every hit of every point reported to `callback` (the enumerator counts them)."""
     global _observer

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos import crash_points
 from chaos.crash_points import CRASH_EXIT_CODE
 from timeline.storage import Storage
 
@@ -40,12 +41,14 @@ class MutationLog:
 
     entries: list[tuple[str, str]] = field(default_factory=list)
     journal: Path | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, kind: str, rel: str) -> int:
-        if self.journal is not None:
-            self.journal.write_text(f"{kind} {rel}")
-        self.entries.append((kind, rel))
-        return len(self.entries)
+        with self.lock:
+            if self.journal is not None:
+                self.journal.write_text(f"{kind} {rel}")
+            self.entries.append((kind, rel))
+            return len(self.entries)
 
 
 @dataclass
@@ -78,6 +81,7 @@ class _StreamedOutput(io.BytesIO):
 
 def install(plan: FaultPlan, log: MutationLog) -> None:
     """Wrap Storage's mutations in this process according to `plan`."""
+    crash_points.keep_order()
     original = {name: getattr(Storage, name) for name in MUTATIONS}
     inside = threading.local()  # set while a wrapped mutation runs on this thread
 

@@ -13,7 +13,7 @@ import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import CancelledError, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from chaos import crash_points
 from chaos.crash_points import crash_point
 from coordinator.config import OPERATIONS, CoordinatorConfig
 from coordinator.transaction import WRITE_FILE, Transaction
@@ -263,7 +264,7 @@ class LocalWriter:
         not two), while the write's budget for kept rows lasts."""
         whole = self.coordinator.bloom_index and 0 < base.size <= WHOLE_READ_BYTES
         if whole and self._kept_bytes < KEPT_ROWS_BYTES:
-            rows = self._read(base)
+            rows = self._read(base, fetch=False)  # the rows are kept: its bytes need not be
             with self._kept_lock:
                 if self._kept_bytes + rows.nbytes <= KEPT_ROWS_BYTES:
                     self._kept[base.path] = rows
@@ -272,10 +273,11 @@ class LocalWriter:
         columns = [KEY] if self.config.populate_meta_fields else self.config.record_key_fields
         return self._row_keys(self._read(base, columns)).to_pylist()
 
-    def _read(self, base: BaseFile, columns: list[str] | None = None) -> pa.Table:
+    def _read(self, base: BaseFile, columns: list[str] | None = None, fetch: bool = True) -> pa.Table:
         """A base file this write builds on; gone means a concurrent writer and clean moved past it."""
+        fetched = self._fetched if fetch else None
         try:
-            return read_base_file(self.table.storage, base.path, columns, base.size or None, self._fetched)
+            return read_base_file(self.table.storage, base.path, columns, base.size or None, fetched)
         except FileNotFoundError as err:
             raise ConflictError(f"{base.path} was cleaned while this write read it: a newer version exists") from err
 
@@ -524,15 +526,61 @@ def each(work: Callable[[T], R], items: list[T] | range) -> list[R]:
     """`work` over `items`, results in order; on `IO_THREADS` threads when there is more than one.
 
     Every item is finished (or failed) before this returns or raises, so an undo
-    after a failure sees every marker and file the write made. `work` must not
-    call `each` itself: the pool is shared, and a task waiting on the pool could
-    wait forever.
+    after a failure sees every marker and file the write made; an interrupt of the
+    caller (Ctrl-C) cancels the items not started and waits for the running ones.
+    A simulated crash in any item wins over an error in another (a killed process
+    is not undone). Under armed chaos the items run one after another
+    (`crash_points.in_order`). `work` must not call `each` itself: the pool is
+    shared, and a task waiting on the pool could wait forever.
     """
-    if len(items) < 2:
+    if len(items) < 2 or crash_points.in_order():
         return [work(item) for item in items]
-    futures = [_io_pool().submit(work, item) for item in items]
-    wait(futures)
+    batch = _Batch()
+    futures = []
+    try:
+        for item in items:
+            futures.append(_io_pool().submit(batch.run, work, item))
+        wait(futures)
+    except BaseException:
+        batch.stop()
+        raise
+    failures = [f.exception() for f in futures if f.exception() is not None]
+    crash = next((e for e in failures if not isinstance(e, Exception)), None)
+    if crash is not None:
+        raise crash
     return [future.result() for future in futures]
+
+
+class _Batch:
+    """The items of one `each`: once stopped, an item not yet started never starts, and `stop` returns
+    only when none is running (an interrupt can land between a submit and its bookkeeping)."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.running = 0
+        self.changed = threading.Condition()
+
+    def run(self, work: Callable[[T], R], item: T) -> R:
+        with self.changed:
+            if self.stopped:
+                raise CancelledError
+            self.running += 1
+        try:
+            return work(item)
+        finally:
+            with self.changed:
+                self.running -= 1
+                self.changed.notify_all()
+
+    def stop(self) -> None:
+        """Stop the batch and wait for its running items, whatever interrupts arrive meanwhile."""
+        with self.changed:
+            self.stopped = True
+            while self.running:
+                try:
+                    self.changed.wait()
+                except BaseException:
+                    continue
 
 
 _pool: ThreadPoolExecutor | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import threading
 from pathlib import Path
 
@@ -271,3 +272,33 @@ def test_an_upsert_reads_each_file_it_rewrites_once_under_the_bloom_index(tmp_pa
         **{i: 7 for i in range(4)},
         **{i + 10: 0 for i in range(4)},
     }
+
+
+def test_an_interrupted_write_returns_only_once_no_file_of_it_is_still_being_written(tmp_path, monkeypatch):
+    """Ctrl-C while a write's files are written on threads: the files not started are dropped, the ones
+    running finish, and only then does the interrupt reach the caller; nothing lands after it."""
+    import coordinator.writer as writer_module
+
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], with_metadata=True)
+    writer = LocalWriter(table)
+    original = LocalWriter.write_file
+    raised, finished = threading.Event(), []
+
+    def interrupting(self, txn, write, task, token=None):
+        if task == 0:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        raised.wait(timeout=1)  # a writer that did not wait for its threads has raised by now
+        stat = original(self, txn, write, task, token)
+        finished.append(stat.path)
+        return stat
+
+    monkeypatch.setattr(LocalWriter, "write_file", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        writer.write(pa.table({"id": list(range(12)), "p": [f"p{i}" for i in range(12)], "v": [1] * 12}), "insert")
+    landed = sorted(p.name for p in (tmp_path / "t").rglob("*.parquet") if ".hoodie" not in p.parts)
+    raised.set()
+    idle = threading.Barrier(writer_module.IO_THREADS, timeout=10)  # every pool thread free at once:
+    for done in [writer_module._io_pool().submit(idle.wait) for _ in range(writer_module.IO_THREADS)]:
+        done.result(timeout=20)  # nothing of the write is left running or queued
+    assert sorted(p.name for p in (tmp_path / "t").rglob("*.parquet") if ".hoodie" not in p.parts) == landed
+    assert len(landed) == len(finished) < 12

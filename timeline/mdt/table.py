@@ -97,10 +97,10 @@ def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.
             _FOOTERS[key] = footer
             while len(_FOOTERS) > _BASE_CACHE_ENTRIES:
                 _FOOTERS.popitem(last=False)
-        column = footer.schema.to_arrow_schema().get_field_index("key")
+        column = next((i for i in range(footer.num_columns) if footer.schema.column(i).path == "key"), None)
         parts = []
         for group in range(footer.num_row_groups):
-            stats = footer.row_group(group).column(column).statistics
+            stats = footer.row_group(group).column(column).statistics if column is not None else None
             if stats is not None and stats.has_min_max and not any(stats.min <= k <= stats.max for k in keys):
                 continue
             with _BASE_CACHE_LOCK:
