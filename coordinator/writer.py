@@ -544,8 +544,8 @@ def each(work: Callable[[T], R], items: list[T] | range) -> list[R]:
     except BaseException:
         batch.stop()
         raise
-    failures = [f.exception() for f in futures if f.exception() is not None]
-    crash = next((e for e in failures if not isinstance(e, Exception)), None)
+    errors = [future.exception() for future in futures]
+    crash = next((e for e in errors if e is not None and not isinstance(e, Exception)), None)
     if crash is not None:
         raise crash
     return [future.result() for future in futures]

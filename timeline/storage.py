@@ -364,7 +364,7 @@ def _scan(folder: str, stat: bool = True) -> Iterator[tuple[str, int | None, int
                 yield entry.path, None, 0
             elif entry.is_file(follow_symlinks=False) and not stat:
                 yield entry.path, 0, 0
-            elif entry.is_file(follow_symlinks=False):
+            elif entry.is_file(follow_symlinks=False):  # DirEntry caches the type: no second system call
                 found = entry.stat(follow_symlinks=False)
                 yield entry.path, found.st_size, found.st_mtime_ns
         except FileNotFoundError:

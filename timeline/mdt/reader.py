@@ -92,14 +92,14 @@ class MetadataReader:
             blocks += decoded.blocks
         return blocks
 
-    def merged(self, keys: list[str] | None = None, whole: bool | None = None) -> MergedView:
-        """Base rows and log overrides, for all keys or just `keys`; `whole`: also the whole base file
-        as the process keeps it (default: when all keys are asked for)."""
+    def merged(self, keys: list[str] | None = None, whole: bool = False) -> MergedView:
+        """Base rows and log overrides, for all keys or just `keys`; with all keys, or `whole`, also the
+        whole base file as the process keeps it."""
         with METRICS.timed(SCAN):
             current, logs = self._slices_to_read()
             base = kept = None
             if current is not None and current.base_file:
-                if keys is None if whole is None else whole:
+                if whole or keys is None:
                     kept = self.mdt.kept_base(current.base_file, current.base_size)
                 base = self.mdt.read_base(current.base_file, keys, current.base_size)
             wanted = set(keys) if keys is not None else None
@@ -239,11 +239,7 @@ class MetadataReader:
             parts.append(_with_base_file_parts(_override_rows(view)))
         listing = pa.concat_tables(parts) if parts else _with_base_file_parts(LISTING_SCHEMA.empty_table())
         listing = listing.filter(pc.not_equal(listing.column("partition"), rec.ALL_PARTITIONS))
-        listing = self._filter_by_data_timeline(listing, listing.column("instant"))
-        partition = pc.if_else(
-            pc.equal(listing.column("partition"), rec.NON_PARTITIONED), "", listing.column("partition")
-        )
-        return listing.set_column(0, "partition", partition)
+        return _shown(self._filter_by_data_timeline(listing, listing.column("instant")))
 
     def _filter_by_data_timeline(self, listing: pa.Table, instants: pa.Array | pa.ChunkedArray) -> pa.Table:
         if listing.num_rows == 0:
@@ -317,11 +313,15 @@ def _override_rows(view: MergedView) -> pa.Table:
 def _listed(flat: pa.Table) -> pa.Table:
     """Flattened rows as a listing shows them: no partition-list record, the non-partitioned key as "", and
     each file's instant parsed from its name (null for a name that has none)."""
-    flat = flat.filter(pc.not_equal(flat.column("partition"), rec.ALL_PARTITIONS))
-    shown = pc.if_else(pc.equal(flat.column("partition"), rec.NON_PARTITIONED), "", flat.column("partition"))
-    flat = flat.set_column(0, "partition", shown)
+    flat = _shown(flat.filter(pc.not_equal(flat.column("partition"), rec.ALL_PARTITIONS)))
     instants = _extract_in_parallel(flat.column("file"), _INSTANT_OF_FILE)
     return flat.append_column("instant", pc.struct_field(instants, "instant"))
+
+
+def _shown(listing: pa.Table) -> pa.Table:
+    """The partition column (the first) as readers see it: the non-partitioned table's key as ""."""
+    partition = listing.column("partition")
+    return listing.set_column(0, "partition", pc.if_else(pc.equal(partition, rec.NON_PARTITIONED), "", partition))
 
 
 def _base_files_of(view: MergedView) -> pa.Table:

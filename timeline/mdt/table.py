@@ -71,11 +71,16 @@ def _cached_base(storage: Storage, path: str, size: int) -> pa.Table:
     else:
         with storage.open_input(path) as handle:
             table = pq.ParquetFile(handle).read()
-    with _BASE_CACHE_LOCK:
-        _BASE_CACHE[key] = table
-        while len(_BASE_CACHE) > _BASE_CACHE_ENTRIES:
-            _BASE_CACHE.popitem(last=False)
+    _remember(_BASE_CACHE, key, table, _BASE_CACHE_ENTRIES)
     return table
+
+
+def _remember(cache: OrderedDict, key: tuple, value: object, entries: int) -> None:
+    """Keep `value` in one of the base-file caches, dropping the oldest entries past `entries`."""
+    with _BASE_CACHE_LOCK:
+        cache[key] = value
+        while len(cache) > entries:
+            cache.popitem(last=False)
 
 
 _ROW_GROUPS: OrderedDict[tuple[str, str, int, int], pa.Table] = OrderedDict()
@@ -93,10 +98,7 @@ def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.
     with storage.open_input(path) as handle:
         parquet = pq.ParquetFile(handle, metadata=footer)
         footer = parquet.metadata
-        with _BASE_CACHE_LOCK:
-            _FOOTERS[key] = footer
-            while len(_FOOTERS) > _BASE_CACHE_ENTRIES:
-                _FOOTERS.popitem(last=False)
+        _remember(_FOOTERS, key, footer, _BASE_CACHE_ENTRIES)
         column = next((i for i in range(footer.num_columns) if footer.schema.column(i).path == "key"), None)
         parts = []
         for group in range(footer.num_row_groups):
@@ -107,10 +109,7 @@ def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.
                 rows = _ROW_GROUPS.get((*key, group))
             if rows is None:
                 rows = parquet.read_row_group(group)
-                with _BASE_CACHE_LOCK:
-                    _ROW_GROUPS[(*key, group)] = rows
-                    while len(_ROW_GROUPS) > _ROW_GROUP_ENTRIES:
-                        _ROW_GROUPS.popitem(last=False)
+                _remember(_ROW_GROUPS, (*key, group), rows, _ROW_GROUP_ENTRIES)
             parts.append(rows.filter(pc.is_in(rows.column("key"), pa.array(keys, pa.string()))))
     return pa.concat_tables(parts) if parts else BASE_SCHEMA.empty_table()
 
