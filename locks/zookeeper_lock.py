@@ -1,4 +1,4 @@
-"""ZooKeeper (kazoo): the Lock recipe under a base path per table.
+"""ZooKeeper (kazoo): kazoo's Lock recipe, pipelined, under a base path per table.
 
 SUSPENDED pauses protected writes until RECONNECTED (bounded by the session
 timeout); LOST means the session and its ephemeral lock node are gone, so the
@@ -32,6 +32,8 @@ class ZookeeperLock(LockProvider):
         from kazoo.client import KazooClient
         from kazoo.security import make_digest_acl
 
+        from locks.zookeeper_recipe import PipelinedLock
+
         self.hosts = hosts
         self.path = f"{base_path.rstrip('/')}/{lock_key}"
         self.connection_timeout_s = connection_timeout_s
@@ -46,7 +48,7 @@ class ZookeeperLock(LockProvider):
         self.connected = threading.Event()
         self.suspended_at = 0.0
         self.client.add_listener(self._on_state)
-        self._lock = None
+        self._lock = PipelinedLock(self.client, self.path)
         self._started = False
 
     def _on_state(self, state: str) -> None:
@@ -93,7 +95,7 @@ class ZookeeperLock(LockProvider):
         return " / ".join(sorted(causes))
 
     def try_acquire(self) -> int | None:
-        """Only the recipe's own round trips: create and list children (delete on release).
+        """The recipe's create and listing in one round trip (delete on release).
 
         The path was ensured at connect; a create that finds it gone makes it anew.
         The token is the node's sequence number, so nothing is written after the create.
@@ -101,12 +103,10 @@ class ZookeeperLock(LockProvider):
         from kazoo.exceptions import NoNodeError
 
         self._ensure_started()
-        if self._lock is None:
-            self._lock = self.client.Lock(self.path, OwnerInfo(instant=self.instant).to_json())
-            self._lock.assured_path = True
         try:
-            # Wait briefly on the recipe's watch rather than polling: contenders queue fairly.
-            if not self._lock.acquire(blocking=True, timeout=max(self.remaining_s(self.attempt_wait_s), 0.01)):
+            # Wait briefly on a watch rather than polling: contenders queue fairly.
+            holder = OwnerInfo(instant=self.instant).to_json().encode()
+            if not self._lock.acquire(holder, max(self.remaining_s(self.attempt_wait_s), 0.01)):
                 return None
         except NoNodeError:
             self.client.ensure_path(self.path)
@@ -129,12 +129,10 @@ class ZookeeperLock(LockProvider):
         super().check()
 
     def release(self) -> None:
-        if self._lock is not None and self.token is not None and not self.lost.is_set():
-            try:
-                self._lock.release()
-            except Exception:  # the session is gone: the ephemeral node went with it
-                pass
-        self._lock = None
+        if self.token is not None and self.lost.is_set():
+            self._lock.abandon()  # a lost session cannot be asked now: the next acquire looks for the node
+        elif self.token is not None:
+            self._lock.release()
         self.token = None
 
     def _holder_node(self) -> str | None:
