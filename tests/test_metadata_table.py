@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pyarrow as pa
@@ -72,10 +73,22 @@ def assert_consistent(table: Table) -> list[dict]:
     assert report.corrupt_blocks == []
     assert data_timeline.pending() == []
     assert layout.pending_compactions(mdt.timeline()) == []
+    assert_partition_lookups_agree(MetadataReader(mdt, data_timeline))
     from_mdt = rows_by_key(read_view(table, table.metadata_view()), ["id"])
     assert from_mdt == rows_by_key(read_view(table, table.storage_view()), ["id"])
     assert from_mdt == rows_by_key(hudi_read(table.uri), ["id"])
     return from_mdt
+
+
+def assert_partition_lookups_agree(reader: MetadataReader) -> None:
+    """Lookups of one, two and all partitions (each twice: the second reuses the kept rows of the first)
+    list exactly the whole listing's files of those partitions."""
+    whole = reader.listing().to_pylist()
+    partitions = sorted({r["partition"] for r in whole}) + ["absent"]
+    for asked in [[p] for p in partitions] + [partitions[:2], partitions[-3:], partitions]:
+        expected = sorted((r for r in whole if r["partition"] in asked), key=str)
+        for _ in range(2):
+            assert sorted(reader.listing(asked).to_pylist(), key=str) == expected, asked
 
 
 def model_check(seen: list[dict], model: dict[int, int]) -> None:
@@ -329,9 +342,28 @@ def test_a_lookup_before_the_base_is_kept_reads_only_its_row_groups_and_answers_
 
     monkeypatch.setattr(pq.ParquetFile, "read_row_group", counted)
     for asked in (["p07"], ["p00", "p29"], ["absent"], parts):
-        for cache in (mdt_table._BASE_CACHE, mdt_table._ROW_GROUPS, mdt_table._FOOTERS):
+        for cache in (mdt_table._BASE_CACHE, mdt_table._ROW_GROUPS, mdt_table._FOOTERS, mdt_table._KEYED_ROWS):
             cache.clear()
         read.clear()
         found = MetadataReader(mdt, table.timeline()).listing(asked).to_pylist()
         assert sorted(found, key=str) == sorted((r for r in whole if r["partition"] in asked), key=str)
         assert len(read) <= max(2 * len(asked), 1) < groups or asked == parts
+
+
+def test_a_lookup_hides_files_whose_instant_the_data_timeline_does_not_hold_completed(tmp_path):
+    """Compacted base rows carry no instant of their own: only the instant in each file's name keeps
+    the files of an instant that is not completed (rolled back, or torn from the timeline) out."""
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
+    writer = LocalWriter(table)
+    writer.write(pa.table({"id": [1, 2], "p": ["a", "b"], "v": [1, 1]}), "insert")
+    writer.write(pa.table({"id": [3], "p": ["a"], "v": [2]}), "insert")
+    mdt = table.metadata()
+    compaction.execute(mdt, table.timeline(), compaction.schedule(mdt, table.timeline()))
+    timeline = table.timeline()
+    second = timeline.completed_writes()[-1].time
+    without = dataclasses.replace(timeline, instants=[i for i in timeline.instants if i.time != second])
+    for asked in (None, ["a"]):
+        kept = MetadataReader(mdt, timeline).listing(asked).column("file").to_pylist()
+        assert any(second in name for name in kept)
+        shown = MetadataReader(mdt, without).listing(asked).column("file").to_pylist()
+        assert shown == [name for name in kept if second not in name] and shown

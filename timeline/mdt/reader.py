@@ -210,13 +210,10 @@ class MetadataReader:
         return listing
 
     def _file_listing(self, view: MergedView) -> pa.Table:
-        """Every live file of the view; the base rows' part (flattened, names parsed) once per kept base."""
+        """Every live file of the view; the base rows' part (flattened, names parsed) once per kept base rows."""
         parts = []
-        if view.base is not None and view.base.num_rows:
-            if view.base is view.whole:
-                base = derived(view.base, "listed files", lambda b: _listed(_flatten(b)))
-            else:
-                base = _listed(_flatten(view.base))
+        if view.base is not None and view.base.num_rows and not _all_overridden(view):
+            base = derived(view.base, "listed files", lambda b: _listed(_flatten(b)))
             if view.overrides:
                 shown = ["" if k == rec.NON_PARTITIONED else k for k in view.overrides]
                 base = base.filter(pc.invert(pc.is_in(base.column("partition"), pa.array(shown, pa.string()))))
@@ -244,9 +241,10 @@ class MetadataReader:
     def _filter_by_data_timeline(self, listing: pa.Table, instants: pa.Array | pa.ChunkedArray) -> pa.Table:
         if listing.num_rows == 0:
             return listing
-        keep = pc.fill_null(
-            pc.is_in(instants, pa.array(sorted(self.data_timeline.completed_times()), pa.string())), False
-        )
+        # a name without an instant (null) is in no value set: is_in answers false for it, never null
+        keep = pc.is_in(instants, pa.array(sorted(self.data_timeline.completed_times()), pa.string()))
+        if pc.all(keep).as_py():
+            return listing
         timeline = self.data_timeline
         if timeline.instants:
             older = pc.fill_null(pc.less(instants, timeline.earliest_time()), False)
@@ -275,9 +273,10 @@ _DERIVED: dict[tuple[int, str], tuple[weakref.ref, Any]] = {}
 
 def derived(base: pa.Table, what: str, compute: Callable[[pa.Table], T]) -> T:
     """`compute(base)`, once per kept base table object: the MDT keeps a read base file in memory
-    (`MetadataTable.kept_base`) and a base file never changes, so what is derived from it (its parsed
-    file names, its partition list, the planner's typed partition values) is derived once per process;
-    only what the logs add is worked out per scan. Dropped with the base table."""
+    (`MetadataTable.kept_base`), and the rows of the keys lately asked for, and a base file never
+    changes, so what is derived from them (parsed file names, the partition list, the planner's typed
+    partition values) is derived once per process; only what the logs add is worked out per scan.
+    Dropped with the base table."""
     key = (id(base), what)
     found = _DERIVED.get(key)
     if found is not None and found[0]() is base:
@@ -298,6 +297,15 @@ def _partitions_of(keys: pa.Array) -> tuple[str, ...]:
     named = pc.not_equal(keys, rec.NON_PARTITIONED)
     partition_path.canonical_all(keys.filter(named), "metadata table record key", CorruptInstantError)
     return tuple(sorted(pc.if_else(named, keys, "").to_pylist()))
+
+
+def _all_overridden(view: MergedView) -> bool:
+    """Whether the logs touched every key of the view's base rows (a lookup of partitions written since
+    the last compaction): their base rows then add nothing."""
+    base = view.base
+    if base is view.whole or len(view.overrides) < base.num_rows:  # base keys are unique
+        return False
+    return view.overrides.keys() >= set(base.column("key").to_pylist())
 
 
 def _override_rows(view: MergedView) -> pa.Table:

@@ -114,6 +114,31 @@ def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.
     return pa.concat_tables(parts) if parts else BASE_SCHEMA.empty_table()
 
 
+_KEYED_ROWS: OrderedDict[tuple[str, str, int, tuple[str, ...]], pa.Table] = OrderedDict()
+_KEYED_ROWS_ENTRIES = 256
+_KEYED_ROWS_BYTES = 1 << 20  # rows of a few partitions; a planner's thousand-partition answer is not kept
+
+
+def _keyed_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.Table:
+    """The rows of `keys` from a base file small enough to keep, the same table object for the same keys:
+    a long-lived reader asking again for a partition then reuses what was derived from its rows
+    (`reader.derived`) instead of filtering and flattening them anew."""
+    key = (storage.base_uri, path, size, tuple(keys))
+    with _BASE_CACHE_LOCK:
+        found = _KEYED_ROWS.get(key)
+        if found is not None:
+            _KEYED_ROWS.move_to_end(key)
+            return found
+    if not storage.is_s3 and not _holds_whole(storage, path, size):
+        rows = _cached_rows(storage, path, size, keys)
+    else:
+        whole = _cached_base(storage, path, size)
+        rows = whole.filter(pc.is_in(whole.column("key"), pa.array(keys, pa.string())))
+    if rows.nbytes <= _KEYED_ROWS_BYTES:
+        _remember(_KEYED_ROWS, key, rows, _KEYED_ROWS_ENTRIES)
+    return rows
+
+
 def _holds_whole(storage: Storage, path: str, size: int) -> bool:
     with _BASE_CACHE_LOCK:
         return (storage.base_uri, path, size) in _BASE_CACHE
@@ -241,12 +266,9 @@ class MetadataTable:
         (path, size) names its content, and a lookup then filters rows in memory.
         """
         if size is not None and 0 < size <= CACHED_BASE_BYTES:
-            if keys is not None and not self.storage.is_s3 and not _holds_whole(self.storage, path, size):
-                return _cached_rows(self.storage, path, size, keys)
-            whole = _cached_base(self.storage, path, size)
-            if keys is None:
-                return whole
-            return whole.filter(pc.is_in(whole.column("key"), pa.array(keys, pa.string())))
+            if keys is not None:
+                return _keyed_rows(self.storage, path, size, keys)
+            return _cached_base(self.storage, path, size)
         filters = [("key", "in", keys)] if keys is not None else None
         with self.storage.open_input(path) as handle:
             return pq.read_table(handle, filters=filters)
