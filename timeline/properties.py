@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 _ESCAPES = {"\\": "\\\\", ":": "\\:", "=": "\\=", "\n": "\\n", "\r": "\\r", "\t": "\\t", "#": "\\#", "!": "\\!"}
@@ -55,20 +56,18 @@ def _unescape(text: str) -> str:
     return "".join(out).encode("utf-16-be", "surrogatepass").decode("utf-16-be")
 
 
+_KEY_END = re.compile(r"\\.|[=: \t]", re.DOTALL)  # an escaped pair (skipped), or the first separator
+
+
 def _split(line: str) -> tuple[str, str]:
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch in "=: \t":
+    for found in _KEY_END.finditer(line):
+        if found.group()[0] != "\\":
+            i = found.start()
             key = line[:i]
             rest = line[i:].lstrip(" \t")
             if rest[:1] in ("=", ":"):
                 rest = rest[1:].lstrip(" \t")
             return key, rest
-        i += 1
     return line, ""
 
 
