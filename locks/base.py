@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 
 from tenacity import (
+    RetryError,
     Retrying,
     retry_if_result,
     stop_after_attempt,
@@ -181,33 +182,29 @@ class LockProvider(ABC):
         return max(min(default, self.deadline - time.monotonic()), 0.0)
 
     def acquire(self, timeout_s: float | None = None, instant: str | None = None) -> int:
-        """Try once, then retry `try_acquire` with backoff until `timeout_s` (or the policy's bound).
+        """Retry `try_acquire` with backoff until `timeout_s` (or the policy's bound).
 
-        The first attempt goes without the retry machinery: a free lock costs its
-        requests and nothing else. No attempt starts after the bound, and providers
-        cut their blocking calls to what is left of it, so an unreachable service
-        gives up on time.
+        No attempt starts after the bound, and providers cut their blocking calls
+        to what is left of it, so an unreachable service gives up on time.
         """
         bound = self.retry.wait_time_s if timeout_s is None else timeout_s
         self.instant = instant
         self.last_error = None
+        attempts = Retrying(
+            retry=retry_if_result(lambda token: token is None),
+            wait=wait_random_exponential(multiplier=self.retry.initial_backoff_s, max=self.retry.max_backoff_s),
+            stop=stop_before_delay(bound) | stop_after_attempt(self.retry.num_retries + 1),
+            reraise=True,
+        )
         self.deadline = time.monotonic() + bound
         try:
-            token = self._attempt()
-            if token is None and self.retry.num_retries > 0:
-                attempts = Retrying(
-                    retry=retry_if_result(lambda token: token is None),
-                    wait=wait_random_exponential(multiplier=self.retry.initial_backoff_s, max=self.retry.max_backoff_s),
-                    stop=stop_before_delay(self.remaining_s(bound)) | stop_after_attempt(self.retry.num_retries),
-                    retry_error_callback=lambda _state: None,
-                )
-                token = attempts(self._attempt)
-        finally:
-            self.deadline = None
-        if token is None:
+            token = attempts(self._attempt)
+        except RetryError as err:
             failed = self.last_error
             why = f": {self.describe_failure(failed)}" if failed is not None else self._describe_holder()
-            raise LockError(redact(f"could not acquire the {self.name} lock within {bound:g}s{why}"))
+            raise LockError(redact(f"could not acquire the {self.name} lock within {bound:g}s{why}")) from err
+        finally:
+            self.deadline = None
         self.lost.clear()
         self.token = token
         return token

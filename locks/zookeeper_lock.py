@@ -106,7 +106,8 @@ class ZookeeperLock(LockProvider):
         try:
             # Wait briefly on a watch rather than polling: contenders queue fairly.
             holder = OwnerInfo(instant=self.instant).to_json().encode()
-            if not self._lock.acquire(holder, max(self.remaining_s(self.attempt_wait_s), 0.01)):
+            wait_s, answer_s = self.remaining_s(self.attempt_wait_s), self.remaining_s(self.connection_timeout_s)
+            if not self._lock.acquire(holder, wait_s=max(wait_s, 0.01), answer_s=answer_s):
                 return None
         except NoNodeError:
             self.client.ensure_path(self.path)
@@ -132,7 +133,7 @@ class ZookeeperLock(LockProvider):
         if self.token is not None and self.lost.is_set():
             self._lock.abandon()  # a lost session cannot be asked now: the next acquire looks for the node
         elif self.token is not None:
-            self._lock.release()
+            self._lock.release(answer_s=self.connection_timeout_s, settle_s=self.session_timeout_s)
         self.token = None
 
     def _holder_node(self) -> str | None:

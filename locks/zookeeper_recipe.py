@@ -6,6 +6,10 @@ so a listing sent right behind the create already holds the new node: an
 uncontended acquire takes one round trip instead of two. The node names are
 kazoo's (`<uuid>__lock__<sequence>`), so this recipe and kazoo's own queue as
 one: a process on an older release still excludes this one.
+
+Every answer is awaited for a bounded time (kazoo queues a request sent while
+it reconnects until the connection is back), and a node whose create or
+delete went unanswered is looked for and deleted, so it cannot block the queue.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ import time
 import uuid
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import ConnectionClosedError, KazooException, NoNodeError, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.interfaces import IAsyncResult
 
 NODE_NAME = "__lock__"
 CONTENDER = re.compile(r"(?:__lock__|__rlock__)(-?\d{10})$")
+UNANSWERED = (KazooException, KazooTimeoutError)
+GONE_WITH_SESSION = (SessionExpiredError, ConnectionClosedError)  # an ephemeral node goes with its session
 
 
 def predecessor(node: str, children: list[str]) -> str | None:
@@ -36,68 +44,109 @@ class PipelinedLock:
         self.client = client
         self.path = path
         self.node: str | None = None
-        self._unsure: str | None = None
+        self._unsure: str | None = None  # a node (or name prefix) a request that got no answer may have left
 
-    def acquire(self, data: bytes, timeout_s: float) -> bool:
-        """Queue for the lock for at most `timeout_s`, `data` naming the holder; one that gives up leaves the queue.
+    def acquire(self, data: bytes, wait_s: float, answer_s: float) -> bool:
+        """Queue for the lock, `data` naming the holder: wait at most `wait_s` for the holders ahead, and the
+        attempt ends within `max(wait_s, answer_s)` whatever the connection does. One that gives up leaves
+        the queue.
 
         Raises NoNodeError when the parent path is gone (the caller re-makes it).
         """
-        self._leave_unsure()
+        started = time.monotonic()
+        until = started + max(wait_s, answer_s)
+        self._leave_unsure(until)
         prefix = uuid.uuid4().hex + NODE_NAME
-        self._unsure = prefix  # a create whose answer is lost may still have made the node
+        self._unsure = prefix
         created = self.client.create_async(f"{self.path}/{prefix}", data, ephemeral=True, sequence=True)
         listed = self.client.get_children_async(self.path)
-        node = created.get()[len(self.path) + 1 :]
+        try:
+            node = _answer(created, until)[len(self.path) + 1 :]
+        except NoNodeError:
+            self._unsure = None  # no parent: nothing was made
+            raise
+        except BaseException:
+            self._leave_unsure(until, best_effort=True)
+            raise
         self._unsure = None
         self.node = node
-        deadline = time.monotonic() + timeout_s
         try:
-            children = listed.get()
+            children = _answer(listed, until)
             while node in children:
                 ahead = predecessor(node, children)
                 if ahead is None:
                     return True
-                if not self._wait_gone(f"{self.path}/{ahead}", deadline):
+                if not self._wait_gone(f"{self.path}/{ahead}", started + wait_s, until):
                     break
-                children = self.client.get_children(self.path)
+                children = _answer(self.client.get_children_async(self.path), until)
         except BaseException:
-            self.release()
+            self._leave(until, settle_by=0)
             raise
-        self.release()
+        self._leave(until, settle_by=0)
         return False
 
-    def _wait_gone(self, path: str, deadline: float) -> bool:
-        """Wait on a watch until `path` is deleted; False when the deadline passes first."""
+    def _wait_gone(self, path: str, deadline: float, until: float) -> bool:
+        """Wait on a watch until `path` is deleted; False when the deadline passes first.
+
+        A read, not `exists`: a watch set on a missing node would wait for its creation,
+        and sequential names never come back.
+        """
         gone = threading.Event()
-        if self.client.exists(path, watch=lambda _event: gone.set()) is None:
+        try:
+            _answer(self.client.get_async(path, watch=lambda _event: gone.set()), until)
+        except NoNodeError:
             return True
         return gone.wait(max(deadline - time.monotonic(), 0))
 
-    def release(self) -> None:
-        """Delete this contender's node; one whose delete fails is looked for before the next create."""
-        node, self.node = self.node, None
-        if node is None:
-            return
-        try:
-            self.client.delete(f"{self.path}/{node}")
-        except NoNodeError:
-            pass
-        except KazooException:
-            self._unsure = node
+    def release(self, answer_s: float, settle_s: float) -> None:
+        """Leave the queue; a delete whose answer is lost is sent again until `settle_s` has passed,
+        each answer awaited at most `answer_s`."""
+        now = time.monotonic()
+        self._leave(now + answer_s, settle_by=now + settle_s, answer_s=answer_s)
 
     def abandon(self) -> None:
         """Forget the held node without a request; the next acquire deletes it if it outlived its session."""
         self._unsure, self.node = self.node or self._unsure, None
 
-    def _leave_unsure(self) -> None:
-        """Delete a node a failed create or release may have left, so it cannot block the queue."""
+    def _leave(self, until: float, settle_by: float, answer_s: float = 0.0) -> None:
+        node, self.node = self.node, None
+        if node is None:
+            return
+        while True:
+            try:
+                _answer(self.client.delete_async(f"{self.path}/{node}"), until)
+                return
+            except (NoNodeError, *GONE_WITH_SESSION):
+                return
+            except UNANSWERED:
+                if time.monotonic() >= settle_by:
+                    self._unsure = node
+                    return
+                until = min(time.monotonic() + answer_s, settle_by)
+
+    def _leave_unsure(self, until: float, best_effort: bool = False) -> None:
+        """Delete a node an unanswered create or delete may have left, so it cannot block the queue."""
         if self._unsure is None:
             return
-        for child in self.client.get_children(self.path):
-            if child.startswith(self._unsure):
-                try:
-                    self.client.delete(f"{self.path}/{child}")
-                except NoNodeError:
-                    pass
+        try:
+            for child in _answer(self.client.get_children_async(self.path), until):
+                if child.startswith(self._unsure):
+                    try:
+                        _answer(self.client.delete_async(f"{self.path}/{child}"), until)
+                    except NoNodeError:
+                        pass
+        except (NoNodeError, *GONE_WITH_SESSION):
+            pass
+        except UNANSWERED:
+            if best_effort:
+                return  # still unsure: the next acquire looks again
+            raise
         self._unsure = None
+
+
+def _answer(result: IAsyncResult, until: float):
+    """A request's answer, waited for until `until` (monotonic) at the latest."""
+    try:
+        return result.get(timeout=max(until - time.monotonic(), 0.01))
+    except KazooTimeoutError as err:
+        raise KazooTimeoutError("timed out waiting for the answer of ZooKeeper") from err

@@ -115,8 +115,8 @@ def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.
 
 
 _KEYED_ROWS: OrderedDict[tuple[str, str, int, tuple[str, ...]], pa.Table] = OrderedDict()
-_KEYED_ROWS_ENTRIES = 256
-_KEYED_ROWS_BYTES = 1 << 20  # rows of a few partitions; a planner's thousand-partition answer is not kept
+_KEYED_ROWS_ENTRIES = 64
+_KEYED_ROWS_BYTES = 256 << 10  # rows of a few partitions (with what is derived from them, about 2.6x that)
 
 
 def _keyed_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.Table:
