@@ -108,7 +108,7 @@ def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.
             with _BASE_CACHE_LOCK:
                 rows = _ROW_GROUPS.get((*key, group))
             if rows is None:
-                rows = parquet.read_row_group(group)
+                rows = parquet.read_row_group(group, use_threads=False)  # a small group: a pool hand-off adds tail
                 _remember(_ROW_GROUPS, (*key, group), rows, _ROW_GROUP_ENTRIES)
             parts.append(rows.filter(pc.is_in(rows.column("key"), pa.array(keys, pa.string()))))
     return pa.concat_tables(parts) if parts else BASE_SCHEMA.empty_table()
