@@ -28,6 +28,7 @@ NODE_NAME = "__lock__"
 CONTENDER = re.compile(r"(?:__lock__|__rlock__)(-?\d{10})$")
 UNANSWERED = (KazooException, KazooTimeoutError)
 GONE_WITH_SESSION = (SessionExpiredError, ConnectionClosedError)  # an ephemeral node goes with its session
+RESEND_BACKOFF_S = 0.05
 
 
 def predecessor(node: str, children: list[str]) -> str | None:
@@ -122,6 +123,7 @@ class PipelinedLock:
                 if time.monotonic() >= settle_by:
                     self._unsure = node
                     return
+                time.sleep(RESEND_BACKOFF_S)  # an answer that fails at once must not make this a hot loop
                 until = min(time.monotonic() + answer_s, settle_by)
 
     def _leave_unsure(self, until: float, best_effort: bool = False) -> None:
