@@ -224,10 +224,10 @@ class MetadataReader:
         return self._filter_by_data_timeline(listing, listing.column("instant")).drop_columns(["instant"])
 
     def _base_file_listing(self, view: MergedView) -> pa.Table:
-        """Live base files of the view with their `file_id` and `instant` (parsed once per kept base)."""
+        """Live base files of the view with their `file_id` and `instant` (parsed once per kept base rows)."""
         parts = []
-        if view.base is not None and view.base.num_rows:
-            base = _base_files_of(view)
+        if view.base is not None and view.base.num_rows and not _all_overridden(view):
+            base = derived(view.base, "base files", lambda b: _with_base_file_parts(_flatten(b)))
             if view.overrides:
                 touched = pa.array(list(view.overrides), pa.string())
                 base = base.filter(pc.invert(pc.is_in(base.column("partition"), touched)))
@@ -330,13 +330,6 @@ def _shown(listing: pa.Table) -> pa.Table:
     """The partition column (the first) as readers see it: the non-partitioned table's key as ""."""
     partition = listing.column("partition")
     return listing.set_column(0, "partition", pc.if_else(pc.equal(partition, rec.NON_PARTITIONED), "", partition))
-
-
-def _base_files_of(view: MergedView) -> pa.Table:
-    """The base files the view's base rows list, names parsed (once per process for the kept base)."""
-    if view.base is view.whole:
-        return derived(view.base, "base files", lambda b: _with_base_file_parts(_flatten(b)))
-    return _with_base_file_parts(_flatten(view.base))
 
 
 def _with_base_file_parts(listing: pa.Table) -> pa.Table:

@@ -100,6 +100,7 @@ def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.
         footer = parquet.metadata
         _remember(_FOOTERS, key, footer, _BASE_CACHE_ENTRIES)
         column = next((i for i in range(footer.num_columns) if footer.schema.column(i).path == "key"), None)
+        wanted = pa.array(keys, pa.string())
         parts = []
         for group in range(footer.num_row_groups):
             stats = footer.row_group(group).column(column).statistics if column is not None else None
@@ -110,7 +111,7 @@ def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.
             if rows is None:
                 rows = parquet.read_row_group(group, use_threads=False)  # a small group: a pool hand-off adds tail
                 _remember(_ROW_GROUPS, (*key, group), rows, _ROW_GROUP_ENTRIES)
-            parts.append(rows.filter(pc.is_in(rows.column("key"), pa.array(keys, pa.string()))))
+            parts.append(_of_keys(rows, wanted))
     return pa.concat_tables(parts) if parts else BASE_SCHEMA.empty_table()
 
 
@@ -132,11 +133,14 @@ def _keyed_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.T
     if not storage.is_s3 and not _holds_whole(storage, path, size):
         rows = _cached_rows(storage, path, size, keys)
     else:
-        whole = _cached_base(storage, path, size)
-        rows = whole.filter(pc.is_in(whole.column("key"), pa.array(keys, pa.string())))
+        rows = _of_keys(_cached_base(storage, path, size), pa.array(keys, pa.string()))
     if rows.nbytes <= _KEYED_ROWS_BYTES:
         _remember(_KEYED_ROWS, key, rows, _KEYED_ROWS_ENTRIES)
     return rows
+
+
+def _of_keys(rows: pa.Table, keys: pa.Array) -> pa.Table:
+    return rows.filter(pc.is_in(rows.column("key"), keys))
 
 
 def _holds_whole(storage: Storage, path: str, size: int) -> bool:
