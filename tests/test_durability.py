@@ -1,7 +1,7 @@
 """Durability on local storage: nothing a completed instant names can be lost to a power loss.
 
-A trace of `os.fsync`, `os.link`, `os.replace`, `os.rename` and `os.mkdir`
-during real commits shows, for each completion: every file it names was
+A trace of `os.fsync`, `os.link`, `os.replace`, `os.rename`, `os.mkdir` and
+exclusive creates (`os.open` with O_CREAT) during real commits shows, for each completion: every file it names was
 flushed at its final size, and every folder entry it depends on was followed
 by a flush of that folder, before the completed file was linked; then the
 completed file's folder was flushed too.
@@ -30,7 +30,7 @@ PARTITIONS = ["r0/c0", "r0/c1", "r1/c2", "r1/c3", "r2/c4"]
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # fsync, link, replace, rename or mkdir
+    kind: str  # fsync, link, replace, rename, mkdir or create
     path: str  # what was flushed, or the entry created
     source: str = ""  # link/replace/rename: the file that got the new name
     size: int = -1  # fsync of a file: its size at that moment
@@ -42,11 +42,12 @@ class Trace:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.events: list[Event] = []
-        self._real = {name: getattr(os, name) for name in ("fsync", "link", "replace", "rename", "mkdir")}
+        self._real = {name: getattr(os, name) for name in ("fsync", "link", "replace", "rename", "mkdir", "open")}
         monkeypatch.setattr(os, "fsync", self._fsync)
         for name in ("link", "replace", "rename"):
             monkeypatch.setattr(os, name, self._moved(name))
         monkeypatch.setattr(os, "mkdir", self._mkdir)
+        monkeypatch.setattr(os, "open", self._open)
 
     def _fsync(self, fd) -> None:
         number = fd if isinstance(fd, int) else fd.fileno()
@@ -65,6 +66,12 @@ class Trace:
     def _mkdir(self, path, *args, **kwargs) -> None:
         self._real["mkdir"](path, *args, **kwargs)
         self.events.append(Event("mkdir", os.path.abspath(path)))
+
+    def _open(self, path, flags, *args, **kwargs) -> int:
+        fd = self._real["open"](path, flags, *args, **kwargs)
+        if flags & os.O_CREAT:  # an empty file is created in place (no temp file to link)
+            self.events.append(Event("create", os.path.abspath(path)))
+        return fd
 
     def created(self, path: str) -> int:
         """Index of the event that gave `path` its entry."""

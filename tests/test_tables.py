@@ -297,8 +297,9 @@ def test_an_interrupted_write_returns_only_once_no_file_of_it_is_still_being_wri
         writer.write(pa.table({"id": list(range(12)), "p": [f"p{i}" for i in range(12)], "v": [1] * 12}), "insert")
     landed = sorted(p.name for p in (tmp_path / "t").rglob("*.parquet") if ".hoodie" not in p.parts)
     raised.set()
-    idle = threading.Barrier(writer_module.IO_THREADS, timeout=10)  # every pool thread free at once:
-    for done in [writer_module._io_pool().submit(idle.wait) for _ in range(writer_module.IO_THREADS)]:
+    threads = writer.io_threads
+    idle = threading.Barrier(threads, timeout=10)  # every pool thread free at once:
+    for done in [writer_module._io_pool(threads).submit(idle.wait) for _ in range(threads)]:
         done.result(timeout=20)  # nothing of the write is left running or queued
     assert sorted(p.name for p in (tmp_path / "t").rglob("*.parquet") if ".hoodie" not in p.parts) == landed
     assert len(landed) == len(finished) < 12

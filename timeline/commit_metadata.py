@@ -111,7 +111,7 @@ class CommitMetadata:
         }
         if self.partition_to_replace_file_ids is not None:
             doc["partitionToReplaceFileIds"] = self.partition_to_replace_file_ids
-        return json.dumps(doc, indent=2).encode()
+        return json.dumps(doc, separators=(",", ":")).encode()  # no indent: the C encoder, 10x faster
 
     @staticmethod
     def from_json_bytes(data: bytes, source: str = "commit metadata") -> CommitMetadata:

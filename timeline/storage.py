@@ -181,6 +181,8 @@ class Storage:
         if self.is_s3:
             return _s3_put_if_absent(self.bucket, self.key(rel), data)
         os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not data:
+            return _create_empty(target, durable)
         tmp = f"{target}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "wb") as out:
             out.write(data)
@@ -463,6 +465,21 @@ def _s3_delete_keys(bucket: str, keys: list[str]) -> None:
     for start in range(0, len(keys), 1000):
         batch = [{"Key": key} for key in keys[start : start + 1000]]
         _s3().delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+
+
+def _create_empty(target: str, durable: bool) -> bool:
+    """An empty file is never half-written, so an exclusive create is the whole put-if-absent: one create
+    instead of a temp file, a link and an unlink (a write makes one marker per file)."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        return False
+    try:
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def _s3_put_if_absent(bucket: str, key: str, data: bytes) -> bool:
