@@ -47,6 +47,7 @@ from timeline.table import META_COLUMNS, Table
 DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
 DEFAULT_SMALL_FILE_LIMIT = 100 * 1024 * 1024
 KEY = "_hoodie_record_key"
+COMMIT_TIME = "_hoodie_commit_time"
 PARTITION = "_hoodie_partition_path"
 TARGET = "_tandem_target"  # the file id a tagged record goes to; NEW for records that start new file groups
 DELETE = "_tandem_delete"  # a tagged row that deletes its key from TARGET rather than writing it there
@@ -299,13 +300,17 @@ class LocalWriter:
         replaced = set(delete_keys)
         if incoming is not None:
             replaced.update(incoming.column(KEY).to_pylist())
-        keep = pc.invert(pc.is_in(old_keys, value_set=pa.array(sorted(replaced), pa.string())))
-        carried = old.filter(keep)
-        deletes = len(delete_keys & set(old_keys.to_pylist()))
+        carried = old.filter(pc.invert(pc.is_in(old_keys, value_set=pa.array(sorted(replaced), pa.string()))))
+        deletes = 0
+        if delete_keys:
+            deletes = pc.sum(pc.is_in(old_keys, value_set=pa.array(sorted(delete_keys), pa.string()))).as_py() or 0
         write = _FileWrite(base.partition, base.file_id, carried, prev_commit=base.instant, deletes=deletes)
         if incoming is not None and incoming.num_rows:
-            is_update = pc.is_in(incoming.column(KEY), value_set=old_keys.combine_chunks())
-            updates, inserts = incoming.filter(is_update), incoming.filter(pc.invert(is_update))
+            is_update = pc.is_in(incoming.column(KEY), value_set=old_keys)
+            if pc.all(is_update).as_py():  # the usual upsert: every record here updates a stored one
+                updates, inserts = incoming, incoming.slice(0, 0)
+            else:
+                updates, inserts = incoming.filter(is_update), incoming.filter(pc.invert(is_update))
             write.rows = pa.concat_tables([carried, updates, inserts], promote_options="permissive")
             write.updates, write.inserts = updates.num_rows, inserts.num_rows
         return write
@@ -407,31 +412,37 @@ class LocalWriter:
 
     # writing ----------------------------------------------------------------------------
     def _with_meta(self, write: _FileWrite, name: str, instant: str, task: int) -> pa.Table:
-        """Fill meta columns of new rows; carried-over rows keep theirs."""
+        """Fill meta columns of new rows (null commit time); carried-over rows keep theirs.
+
+        A merge puts its carried rows first, so the new rows are usually a suffix: their
+        meta values are built for that suffix alone and appended to the carried rows'
+        columns, rather than built for every row and chosen row by row.
+        """
         rows = write.rows
         n = rows.num_rows
-        fresh_keys = rows.column(KEY)
-        fresh_parts = rows.column(PARTITION)
-        commit_time = rows.column("_hoodie_commit_time") if "_hoodie_commit_time" in rows.column_names else None
-        if commit_time is None:
-            is_new = pa.array([True] * n)
-            old_cols = {c: pa.nulls(n, pa.string()) for c in META_COLUMNS}
-        else:
-            is_new = pc.is_null(commit_time)
-            old_cols = {c: rows.column(c) for c in META_COLUMNS}
-        seqnos = pa.array([f"{instant}_{task}_{i}" for i in range(n)], pa.string())
-        values = {
-            "_hoodie_commit_time": pa.array([instant] * n, pa.string()),
-            "_hoodie_commit_seqno": seqnos,
-            "_hoodie_record_key": fresh_keys,
-            "_hoodie_partition_path": fresh_parts,
-            "_hoodie_file_name": pa.array([name] * n, pa.string()),
-        }
         data_cols = [c for c in rows.column_names if c not in META_COLUMNS and c not in (KEY, PARTITION)]
         data = rows.select(data_cols)
         if not self.config.populate_meta_fields:
             return data
-        meta = [pc.if_else(is_new, values[c], old_cols[c]) for c in META_COLUMNS]
+        commit_time = rows.column(COMMIT_TIME) if COMMIT_TIME in rows.column_names else None
+        carried = 0 if commit_time is None else n - commit_time.null_count
+        prefix = carried == 0 or commit_time.slice(0, carried).null_count == 0
+        first = carried if prefix else 0
+        fresh = {
+            COMMIT_TIME: pa.array([instant] * (n - first), pa.string()),
+            "_hoodie_commit_seqno": pa.array([f"{instant}_{task}_{i}" for i in range(first, n)], pa.string()),
+            KEY: rows.column(KEY).slice(first),
+            PARTITION: rows.column(PARTITION).slice(first),
+            "_hoodie_file_name": pa.array([name] * (n - first), pa.string()),
+        }
+        if not carried:
+            meta = [fresh[c] for c in META_COLUMNS]
+        elif prefix:
+            meta = [_chunks(rows.column(c).slice(0, carried)) + _chunks(fresh[c]) for c in META_COLUMNS]
+            meta = [pa.chunked_array(chunks, pa.string()) for chunks in meta]
+        else:
+            is_new = pc.is_null(commit_time)
+            meta = [pc.if_else(is_new, fresh[c], rows.column(c)) for c in META_COLUMNS]
         return pa.Table.from_arrays(meta + list(data.columns), names=META_COLUMNS + data_cols)
 
     def ensure_partitions(self, partitions: Iterable[str], instant: str) -> None:
@@ -662,6 +673,10 @@ def key_typed(data: pa.Table, schema: pa.Schema, key_fields: list[str], partitio
     so their keys read as the stored records' do."""
     typed = [schema.field(name) for name in dict.fromkeys([*key_fields, *partition_fields]) if name in schema.names]
     return conform(data, pa.schema(typed))
+
+
+def _chunks(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return column.chunks if isinstance(column, pa.ChunkedArray) else [column]
 
 
 def split_by(rows: pa.Table, column: str) -> Iterator[tuple[str, pa.Table]]:

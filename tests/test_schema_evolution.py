@@ -231,3 +231,18 @@ def test_a_hudi_table_takes_a_batch_in_its_recorded_schema(tmp_path: Path) -> No
     assert after[99]["decimalField"] == Decimal("1.50000") and after[99]["longField"] is None
     assert after[99]["byteField"] == 7 and len(after) == before.num_rows + 1
     assert sorted(r["id"] for r in hudi_read(base).to_pylist()) == sorted(after)
+
+
+def test_rows_already_in_the_schema_come_back_ordered_without_their_files_metadata() -> None:
+    from timeline.schema_evolution import conform
+
+    schema = pa.schema([pa.field("b", pa.int64(), nullable=False), pa.field("a", pa.string())])
+    stored = pa.table(
+        {"_meta": ["m"], "a": ["x"], "b": [1]},
+        schema=pa.schema([pa.field("_meta", pa.string()), pa.field("a", pa.string()), schema.field("b")]),
+    ).replace_schema_metadata({"org.apache.hudi.bloomfilter": "of the file read, not of the one written"})
+    out = conform(stored, schema)
+    assert out.schema.names == ["b", "a", "_meta"] and out.schema.metadata is None
+    assert out.schema.field("b").equals(schema.field("b")) and out.to_pylist() == [{"b": 1, "a": "x", "_meta": "m"}]
+    nullable = conform(stored.cast(stored.schema.set(2, pa.field("b", pa.int64()))), schema)
+    assert not nullable.schema.field("b").nullable and nullable.schema.metadata is None

@@ -165,6 +165,10 @@ def conform(data: pa.Table, schema: pa.Schema, exact: bool = True) -> pa.Table:
     input. Stored values are not: a long column widened to double reads (and is
     rewritten) rounded, as every reader of the widened table reads it.
     """
+    if all(data.schema.get_field_index(f.name) >= 0 and data.schema.field(f.name).equals(f, True) for f in schema):
+        extras = [name for name in data.column_names if name not in schema.names]
+        ordered = data.select([*schema.names, *extras])  # already conforming: only the order changes
+        return ordered.replace_schema_metadata(None)  # as below: a file's footer metadata is not carried over
     columns, fields = [], []
     for field in schema:
         if field.name in data.column_names:
