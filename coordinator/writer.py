@@ -680,9 +680,19 @@ def _chunks(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
 
 
 def split_by(rows: pa.Table, column: str) -> Iterator[tuple[str, pa.Table]]:
-    """The rows of each value of `column`, values in sorted order."""
-    for value in sorted(set(rows.column(column).to_pylist())):
-        yield value, rows.filter(pc.equal(rows.column(column), value))
+    """The rows of each value of `column` (never null), values in sorted order, rows in their order.
+
+    One stable sort, then a slice per run of equal values: an upsert splits by the file group
+    each record goes to, so a filter of every row per value would cost rows x groups.
+    """
+    n = rows.num_rows
+    if n == 0:
+        return
+    ordered = rows.take(pc.sort_indices(rows.column(column)))  # stable: ties keep their order
+    values = ordered.column(column)
+    ends = pc.indices_nonzero(pc.not_equal(values.slice(1), values.slice(0, n - 1))).to_pylist()
+    for start, end in zip([0, *(e + 1 for e in ends)], [*(e + 1 for e in ends), n], strict=True):
+        yield values[start].as_py(), ordered.slice(start, end - start)
 
 
 def partition_metadata_path(partition: str) -> str:

@@ -67,10 +67,12 @@ def test_no_false_negatives(keys, num_entries, fpp):
 @settings(max_examples=40, deadline=None)
 @given(st.lists(KEYS, min_size=1, max_size=200), st.lists(KEYS, min_size=1, max_size=200))
 def test_one_key_and_many_keys_probe_the_same_bits(added, probed):
-    bloom = _filter_with(added, num_entries=max(1, len(added) // 2), fpp=0.3)  # crowded: many positives
-    answers = [bloom.might_contain(k) for k in probed]
-    assert answers == [bloom.might_contain_any([k]) for k in probed]
-    assert bloom.might_contain_any(probed) == any(answers)
+    for fpp in (0.3, 1e-3):  # 2 hashes, and 10: past the probes checked one by one
+        bloom = _filter_with(added, num_entries=max(1, len(added) // 8), fpp=fpp)  # crowded: many positives
+        answers = [bloom.might_contain(k) for k in probed]
+        assert answers == [bloom.might_contain_any([k]) for k in probed]
+        assert bloom.might_contain_any(probed) == any(answers)
+        assert bloom.might_contain_any(probed + added[:1]) and bloom.might_contain_any(added[-1:] + probed)
 
 
 @pytest.mark.parametrize(("num_entries", "fpp"), [(2000, 0.05), (5000, 0.01), (20000, 0.001)])

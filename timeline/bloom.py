@@ -32,6 +32,7 @@ MAGIC = b"TBLM"
 # is refused (ValueError), never read with this version's probes: that would answer "absent" for keys it holds.
 VERSION = 2
 MAX_HASHES = 64
+SINGLE_PROBES = 3  # probes checked one by one before the rest are checked together
 MAX_BITS = 1 << 36  # 8 GiB of filter: anything larger is garbage, not a filter
 _HEADER = struct.Struct(">4sBHQQd")
 _CRC = struct.Struct(">I")
@@ -138,16 +139,20 @@ class BloomFilter:
         return self.num_bits, self.num_hashes
 
     def might_contain_any_probed(self, probes: tuple[np.ndarray, np.ndarray]) -> bool:
-        """Probe by probe, keeping only the keys still possibly present: each probe halves them (a filter is
-        about half ones), so a batch of absent keys costs about two probes per key, not `num_hashes`."""
+        """The first probes one at a time, keeping only the keys still possibly present (each halves them: a
+        filter is about half ones), then the remaining probes of the survivors in one step: a batch of absent
+        keys costs about two probes per key, and a key that is present costs no `num_hashes` passes."""
         offsets, shifts = probes
         alive = np.arange(len(offsets))
-        for i in range(self.num_hashes):
+        for i in range(min(SINGLE_PROBES, self.num_hashes)):
             hit = (self._packed[offsets[alive, i]] >> shifts[alive, i]) & 1
             alive = alive[hit.astype(bool)]
             if not alive.size:
                 return False
-        return True
+        if self.num_hashes <= SINGLE_PROBES:
+            return True
+        rest = (self._packed[offsets[alive, SINGLE_PROBES:]] >> shifts[alive, SINGLE_PROBES:]) & 1
+        return bool(rest.all(axis=1).any())
 
     def to_bytes(self) -> bytes:
         header = _HEADER.pack(MAGIC, VERSION, self.num_hashes, self.num_bits, self.num_entries, self.fpp)

@@ -1,16 +1,19 @@
-"""Meta columns of a rewritten file: carried rows keep theirs, new rows (null commit time) get fresh ones.
+"""Steps of the local writer checked against their rule written plainly.
 
-Checked row by row against the rule itself, for carried rows first (what a merge makes) and in any
-order (the general case), so the fast path for a carried prefix and the row-by-row path agree.
+Meta columns of a rewritten file: carried rows keep theirs, new rows (null commit time) get fresh
+ones, for carried rows first (what a merge makes) and in any order, so the fast path for a carried
+prefix and the row-by-row path agree. Splitting rows by a column: per value in sorted order, each
+value's rows in their order, as a filter per value gives them.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.writer import LocalWriter, _FileWrite
+from coordinator.writer import LocalWriter, _FileWrite, split_by
 from timeline.table import META_COLUMNS, Table
 
 INSTANT, TASK, NAME = "20260101000000000", 3, "f-1_0-1-3_20260101000000000.parquet"
@@ -48,3 +51,12 @@ def test_carried_rows_keep_their_meta_and_new_rows_get_fresh_meta(tmp_path_facto
         written = writer._with_meta(_FileWrite("p0", "f-1", rows), NAME, INSTANT, TASK)
         assert written.column_names == [*META_COLUMNS, "v"]
         assert written.to_pylist() == expected(rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "", "é", "z\u00ff", "\U0001f600", "p=1/q"]), max_size=40))
+def test_rows_split_by_a_column_as_one_filter_per_value_splits_them(values):
+    rows = pa.table({"k": pa.array(values, pa.string()), "i": list(range(len(values)))})
+    split = [(value, part.to_pylist()) for value, part in split_by(rows, "k")]
+    plain = [(v, rows.filter(pc.equal(rows.column("k"), v)).to_pylist()) for v in sorted(set(values))]
+    assert split == plain
