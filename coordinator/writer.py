@@ -48,6 +48,7 @@ DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
 DEFAULT_SMALL_FILE_LIMIT = 100 * 1024 * 1024
 KEY = "_hoodie_record_key"
 COMMIT_TIME = "_hoodie_commit_time"
+GENERATED = (COMMIT_TIME, "_hoodie_commit_seqno", "_hoodie_file_name")  # meta columns a write makes, not derives
 PARTITION = "_hoodie_partition_path"
 TARGET = "_tandem_target"  # the file id a tagged record goes to; NEW for records that start new file groups
 DELETE = "_tandem_delete"  # a tagged row that deletes its key from TARGET rather than writing it there
@@ -63,6 +64,9 @@ LOCAL_IO_THREADS = min(IO_THREADS, 2 * (os.cpu_count() or 1))
 # the merge takes those rows instead of reading it again; at most KEPT_ROWS_BYTES of decoded rows per write.
 WHOLE_READ_BYTES = 8 * 1024 * 1024
 KEPT_ROWS_BYTES = 256 * 1024 * 1024
+# `split_by` reorders rows by one take up to this size: a take joins a string column's chunks into one array,
+# whose 32-bit offsets overflow past 2 GiB; larger inputs are filtered per value, chunk by chunk.
+TAKE_BYTES = 1024 * 1024 * 1024
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -301,9 +305,7 @@ class LocalWriter:
         if incoming is not None:
             replaced.update(incoming.column(KEY).to_pylist())
         carried = old.filter(pc.invert(pc.is_in(old_keys, value_set=pa.array(sorted(replaced), pa.string()))))
-        deletes = 0
-        if delete_keys:
-            deletes = pc.sum(pc.is_in(old_keys, value_set=pa.array(sorted(delete_keys), pa.string()))).as_py() or 0
+        deletes = len(delete_keys & set(old_keys.to_pylist())) if delete_keys else 0
         write = _FileWrite(base.partition, base.file_id, carried, prev_commit=base.instant, deletes=deletes)
         if incoming is not None and incoming.num_rows:
             is_update = pc.is_in(incoming.column(KEY), value_set=old_keys)
@@ -426,8 +428,10 @@ class LocalWriter:
             return data
         commit_time = rows.column(COMMIT_TIME) if COMMIT_TIME in rows.column_names else None
         carried = 0 if commit_time is None else n - commit_time.null_count
-        prefix = carried == 0 or commit_time.slice(0, carried).null_count == 0
-        first = carried if prefix else 0
+        suffix = carried == 0 or (  # the new rows follow the carried ones, whose generated columns are strings
+            commit_time.slice(0, carried).null_count == 0 and all(rows.column(c).type == pa.string() for c in GENERATED)
+        )
+        first = carried if suffix else 0
         fresh = {
             COMMIT_TIME: pa.array([instant] * (n - first), pa.string()),
             "_hoodie_commit_seqno": pa.array([f"{instant}_{task}_{i}" for i in range(first, n)], pa.string()),
@@ -437,11 +441,10 @@ class LocalWriter:
         }
         if not carried:
             meta = [fresh[c] for c in META_COLUMNS]
-        elif prefix:
-            meta = [_chunks(rows.column(c).slice(0, carried)) + _chunks(fresh[c]) for c in META_COLUMNS]
-            meta = [pa.chunked_array(chunks, pa.string()) for chunks in meta]
+        elif suffix:
+            meta = [pa.chunked_array(rows.column(c).slice(0, carried).chunks + _chunks(fresh[c])) for c in META_COLUMNS]
         else:
-            is_new = pc.is_null(commit_time)
+            is_new = pc.is_null(commit_time)  # row by row; if_else also unifies string with large_string
             meta = [pc.if_else(is_new, fresh[c], rows.column(c)) for c in META_COLUMNS]
         return pa.Table.from_arrays(meta + list(data.columns), names=META_COLUMNS + data_cols)
 
@@ -687,6 +690,10 @@ def split_by(rows: pa.Table, column: str) -> Iterator[tuple[str, pa.Table]]:
     """
     n = rows.num_rows
     if n == 0:
+        return
+    if rows.nbytes > TAKE_BYTES:
+        for value in sorted(set(rows.column(column).to_pylist())):
+            yield value, rows.filter(pc.equal(rows.column(column), value))
         return
     ordered = rows.take(pc.sort_indices(rows.column(column)))  # stable: ties keep their order
     values = ordered.column(column)
