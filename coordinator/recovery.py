@@ -58,10 +58,20 @@ def is_orphan(table: Table, instant: Instant, config: CoordinatorConfig) -> bool
     )
 
 
-def remove_stray_markers(table: Table, timeline: ActiveTimeline, report: RecoveryReport) -> None:
-    """Marker folders whose instant is gone: delete the files they name (never a completed instant's)."""
+def remove_stray_markers(table: Table, report: RecoveryReport) -> None:
+    """Marker folders whose instant is gone: delete the files they name (never a pending or completed instant's).
+
+    The folders are judged by a timeline read after they were listed: an instant is requested
+    before its first marker, so the read shows the instant of every folder listed unless it is
+    gone for good. A timeline read earlier (this recovery's own, before a pause past its lock)
+    does not show a write begun since, and would take that write's files from under it.
+    """
+    folders = table.storage.list_dir(TEMP_DIR)
+    if not folders:
+        return
+    timeline = table.timeline()
     pending = {i.time for i in timeline.pending()}
-    for entry in table.storage.list_dir(TEMP_DIR):
+    for entry in folders:
         time = entry.base_name
         if time in pending:
             continue
@@ -109,7 +119,7 @@ def roll_back_orphans(
             report.resumed_cleans.append(instant.time)
     changed = report.resumed_rollbacks or report.rolled_back or report.rolled_forward or report.resumed_cleans
     report.timeline = table.timeline() if changed else timeline
-    remove_stray_markers(table, report.timeline, report)
+    remove_stray_markers(table, report)
     return report
 
 

@@ -361,3 +361,17 @@ def test_a_concurrent_schema_change_is_a_conflict(table):
         results["A"] = outcome_of(lambda: writer(table).write(rows([6], 6, part="c"), "insert"))
     assert results == {"B": "committed", "A": "conflict"}
     assert "note" in table.timeline().latest_schema()
+
+
+def test_a_recovery_paused_since_its_timeline_read_leaves_a_write_begun_meanwhile_alone(table, monkeypatch):
+    """Recovery R read the timeline, then paused past its lease; writer B began and wrote its file under
+    the lock R lost; R resumes. B's marker folder is not stray: R judges it by a timeline read after the
+    listing, not by the one it held (which does not know B), so B's committed file stays."""
+    recovery = Table.open(table.storage.base_uri)
+    held = iter([recovery.timeline()])  # R's first read happens before B begins
+    monkeypatch.setattr(recovery, "timeline", lambda: next(held, None) or Table.timeline(recovery))
+    with at_point("commit.write.file", lambda: roll_back_orphans(recovery, EAGER)) as fired:
+        result = writer(table).write(rows([1], 1), "upsert")
+    assert fired
+    assert all(table.storage.exists(stat.path) for stat in result.metadata.write_stats())
+    assert check_table(table, expected=expected({1: 1, 2: 0})) == []
