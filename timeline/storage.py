@@ -360,9 +360,9 @@ class Storage:
         ]
 
 
-def _scan(folder: str, stat: bool = True) -> Iterator[tuple[str, int | None, int]]:
-    """(path, size, mtime in ns) of each file and (path, None, 0) of each folder directly in `folder`;
-    without `stat`, files come as (path, 0, 0).
+def _scan(folder: str, stat: bool = True) -> Iterator[tuple[str, str, int | None, int]]:
+    """(path, name, size, mtime in ns) of each file and (path, name, None, 0) of each folder directly in
+    `folder`; without `stat`, files come as (path, name, 0, 0).
 
     Symlinks are not followed (nor listed); entries that vanish meanwhile are left out.
     """
@@ -374,12 +374,12 @@ def _scan(folder: str, stat: bool = True) -> Iterator[tuple[str, int | None, int
         try:
             if entry.is_file(follow_symlinks=False):
                 if not stat:
-                    yield entry.path, 0, 0
+                    yield entry.path, entry.name, 0, 0
                     continue
                 found = entry.stat(follow_symlinks=False)
-                yield entry.path, found.st_size, found.st_mtime_ns
+                yield entry.path, entry.name, found.st_size, found.st_mtime_ns
             elif entry.is_dir(follow_symlinks=False):
-                yield entry.path, None, 0
+                yield entry.path, entry.name, None, 0
         except FileNotFoundError:
             continue
 
@@ -388,8 +388,8 @@ def _local_children(folder: str, stat: bool = True) -> list[LocalEntry]:
     """`_scan` as entries read as `list_dir`'s FileInfos on S3 are."""
     file, directory = pafs.FileType.File, pafs.FileType.Directory
     return [
-        LocalEntry(path, os.path.basename(path), directory if size is None else file, size, stamp or None)
-        for path, size, stamp in _scan(folder, stat)
+        LocalEntry(path, name, directory if size is None else file, size, stamp or None)
+        for path, name, size, stamp in _scan(folder, stat)
     ]
 
 
@@ -398,7 +398,7 @@ def _local_walk(folder: str, recursive: bool) -> list[tuple[str, int]]:
     files = []
     pending = [folder]
     while pending:
-        for path, size, _ in _scan(pending.pop()):
+        for path, _, size, _ in _scan(pending.pop()):
             if size is not None:
                 files.append((path, size))
             elif recursive:
