@@ -76,7 +76,8 @@ class ActiveTimeline:
             current = latest.get((instant.time, instant.action))
             if current is None or rank[instant.state] > rank[current.state]:
                 latest[(instant.time, instant.action)] = instant
-        return ActiveTimeline(storage, meta_dir, sorted(_merge_compaction_commits(latest)), listed)
+        merged = _merge_compaction_commits(latest)  # one instant per (time, action): that key is their order
+        return ActiveTimeline(storage, meta_dir, sorted(merged, key=lambda i: (i.time, i.action)), listed)
 
     def reload(self) -> ActiveTimeline:
         return ActiveTimeline.load(self.storage, self.meta_dir)
