@@ -161,16 +161,12 @@ def _log_problems(
         if log.corrupt and any(completed(b) for b in log.blocks)
     ]
     held = {b.instant for log in decoded.values() for b in log.blocks if b.block_type == DATA}
-    unheld = [
-        i
-        for i in mdt_timeline.completed()
-        if i.action == DELTA_COMMIT and i.time not in held and data_timeline.is_completed_or_archived(i.time)
-    ]
+    unheld = [i for i in mdt_timeline.completed() if i.action == DELTA_COMMIT and i.time not in held]
     merged: dict[str, tuple[str, set[str], set[str]]] | None = None
-    if unheld:
+    if unheld:  # absorbed ones first: asking the data timeline about an old one lists its archive
         merged = _merged_logs(mdt_timeline)
         absorbed = {t for _, _, instants in merged.values() for t in instants}
-        unheld = [i for i in unheld if i.time not in absorbed]
+        unheld = [i for i in unheld if i.time not in absorbed and data_timeline.is_completed_or_archived(i.time)]
     for instant, named in zip(unheld, _named_logs(mdt_timeline, unheld), strict=True):
         if isinstance(named, CorruptInstantError):
             found.append(f"metadata deltacommit {instant.time} is unreadable: {named}")
