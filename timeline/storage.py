@@ -12,7 +12,7 @@ import io
 import os
 import posixpath
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import urlparse
@@ -29,6 +29,9 @@ class FileEntry:
 
     path: str
     size: int
+
+
+_FILE, _DIRECTORY = pafs.FileType.File, pafs.FileType.Directory
 
 
 class LocalEntry(NamedTuple):
@@ -339,7 +342,7 @@ class Storage:
         listing needs names only); an S3 listing carries them anyway.
         """
         if not self.is_s3:
-            return _local_children(self.full(rel), sizes)
+            return _scan(self.full(rel), sizes)
         selector = pafs.FileSelector(self.full(rel), allow_not_found=True, recursive=False)
         return self.fs.get_file_info(selector)
 
@@ -360,37 +363,30 @@ class Storage:
         ]
 
 
-def _scan(folder: str, stat: bool = True) -> Iterator[tuple[str, str, int | None, int]]:
-    """(path, name, size, mtime in ns) of each file and (path, name, None, 0) of each folder directly in
-    `folder`; without `stat`, files come as (path, name, 0, 0).
+def _scan(folder: str, stat: bool = True) -> list[LocalEntry]:
+    """The files (with size and mtime in ns) and folders directly in `folder`; without `stat`, files come
+    with size 0 and no time (no system call per entry).
 
     Symlinks are not followed (nor listed); entries that vanish meanwhile are left out.
     """
     try:
         entries = list(os.scandir(folder))
     except (FileNotFoundError, NotADirectoryError):
-        return
+        return []
+    out = []
     for entry in entries:  # DirEntry caches the type: no system call; a symlink is neither file nor folder here
         try:
             if entry.is_file(follow_symlinks=False):
                 if not stat:
-                    yield entry.path, entry.name, 0, 0
+                    out.append(LocalEntry(entry.path, entry.name, _FILE, 0, None))
                     continue
                 found = entry.stat(follow_symlinks=False)
-                yield entry.path, entry.name, found.st_size, found.st_mtime_ns
+                out.append(LocalEntry(entry.path, entry.name, _FILE, found.st_size, found.st_mtime_ns or None))
             elif entry.is_dir(follow_symlinks=False):
-                yield entry.path, entry.name, None, 0
+                out.append(LocalEntry(entry.path, entry.name, _DIRECTORY, None, None))
         except FileNotFoundError:
             continue
-
-
-def _local_children(folder: str, stat: bool = True) -> list[LocalEntry]:
-    """`_scan` as entries read as `list_dir`'s FileInfos on S3 are."""
-    file, directory = pafs.FileType.File, pafs.FileType.Directory
-    return [
-        LocalEntry(path, name, directory if size is None else file, size, stamp or None)
-        for path, name, size, stamp in _scan(folder, stat)
-    ]
+    return out
 
 
 def _local_walk(folder: str, recursive: bool) -> list[tuple[str, int]]:
@@ -398,11 +394,11 @@ def _local_walk(folder: str, recursive: bool) -> list[tuple[str, int]]:
     files = []
     pending = [folder]
     while pending:
-        for path, _, size, _ in _scan(pending.pop()):
-            if size is not None:
-                files.append((path, size))
+        for entry in _scan(pending.pop()):
+            if entry.type == _FILE:
+                files.append((entry.path, entry.size))
             elif recursive:
-                pending.append(path)
+                pending.append(entry.path)
     return files
 
 
