@@ -64,12 +64,13 @@ def remove_stray_markers(table: Table, report: RecoveryReport) -> None:
     The folders are judged by a timeline read after they were listed: an instant is requested
     before its first marker, so the read shows the instant of every folder listed unless it is
     gone for good. A timeline read earlier (this recovery's own, before a pause past its lock)
-    does not show a write begun since, and would take that write's files from under it.
+    does not show a write begun since, and would take that write's files from under it. A begin
+    keeps its reads (`read_once`), so this read goes to storage past that memo.
     """
     folders = table.storage.list_dir(TEMP_DIR)
     if not folders:
         return
-    timeline = table.timeline()
+    timeline = ActiveTimeline.load(table.storage)  # not `table.timeline()`: inside `reuse_reads` that is the old one
     pending = {i.time for i in timeline.pending()}
     for entry in folders:
         time = entry.base_name

@@ -24,6 +24,7 @@ from coordinator import archival
 from coordinator import rollback as rollback_service
 from coordinator.config import CoordinatorConfig
 from coordinator.recovery import roll_back_orphans
+from coordinator.transaction import Transaction
 from coordinator.writer import LocalWriter
 from locks.base import LockProvider, OwnerInfo
 from timeline import outcome
@@ -33,7 +34,7 @@ from timeline.mdt import compaction
 from timeline.mdt.bootstrap import validate
 from timeline.mdt.maintenance import failed_writes
 from timeline.mdt.reader import MetadataReader
-from timeline.table import Table
+from timeline.table import TEMP_DIR, Table
 
 _tokens = itertools.count(1)
 
@@ -375,3 +376,40 @@ def test_a_recovery_paused_since_its_timeline_read_leaves_a_write_begun_meanwhil
     assert fired
     assert all(table.storage.exists(stat.path) for stat in result.metadata.write_stats())
     assert check_table(table, expected=expected({1: 1, 2: 0})) == []
+
+
+def test_a_begin_paused_before_its_marker_sweep_leaves_a_write_begun_meanwhile_alone(table, monkeypatch):
+    """The same through a real begin, which keeps its reads (`read_once`): R's begin reads the timeline,
+    then pauses before listing `.hoodie/.temp`; B begins and writes its file; R resumes. The sweep's
+    timeline must come from storage, not from R's memo of its first read."""
+    recovery = Table.open(table.storage.base_uri)
+    resumed, paused = threading.Event(), threading.Event()
+    listing = recovery.storage.list_dir
+
+    def list_dir(rel: str, *args, **kwargs):
+        if rel == TEMP_DIR and not resumed.is_set():
+            paused.set()
+            resumed.wait(30)
+        return listing(rel, *args, **kwargs)
+
+    monkeypatch.setattr(recovery.storage, "list_dir", list_dir)
+    failed: list[BaseException] = []
+
+    def begin_recovery() -> None:
+        try:
+            Transaction(recovery, config=EAGER, lock=BlindLock()).begin()
+        except BaseException as err:  # reported by the assertion below
+            failed.append(err)
+
+    begin = threading.Thread(target=begin_recovery)
+    begin.start()
+    assert paused.wait(30), "R never reached its marker sweep"
+
+    def resume() -> None:
+        resumed.set()
+        begin.join(30)
+
+    with at_point("commit.write.file", resume) as fired:
+        result = writer(table).write(rows([1], 1), "upsert")
+    assert fired and not begin.is_alive() and not failed
+    assert [s.path for s in result.metadata.write_stats() if not table.storage.exists(s.path)] == []

@@ -8,6 +8,8 @@ until this thread writes anything at or below the folder it came from. That is
 what one read at the first moment would have seen, so nothing decided here relies
 on more than before: every decision is still fenced by a create-if-absent on
 storage, and the post-claim conflict check runs outside any scope, on a fresh read.
+A deletion judged against a listing made after the memo (recovery's stray-marker
+sweep) reads past it.
 """
 
 from __future__ import annotations
