@@ -36,7 +36,8 @@ _FILE, _DIRECTORY = pafs.FileType.File, pafs.FileType.Directory
 
 class LocalEntry(NamedTuple):
     """A local folder entry with what callers read of a pyarrow FileInfo (an S3 listing's entries): a tuple
-    costs a third of a FileInfo, and a timeline lookup lists a few hundred entries."""
+    is built in two thirds of a FileInfo's time and keeps its name (a FileInfo splits its path on each
+    `base_name`), and a timeline lookup lists a few hundred entries."""
 
     path: str
     base_name: str
