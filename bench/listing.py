@@ -233,7 +233,7 @@ def cycle(base: str) -> dict:
 
 
 def per_point_of_cycle(points: list[dict]) -> list[dict]:
-    """Each point of the compaction cycle (logs on the slice: 0 right after a compaction) over the cycles run:
+    """Each point of the compaction cycle (logs on the slice: fewest right after a compaction) over the cycles run:
     the first lookup after the commit, median and worst, and the warm p90. One sample of a point is one lookup,
     and on a noisy machine a single read can take ten times its median; the median over cycles is the point's."""
     out = []

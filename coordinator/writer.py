@@ -40,14 +40,13 @@ from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt.bloom_index import bloom_candidates
 from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
 from timeline.read_once import reuse_reads
-from timeline.reader import read_base_file
+from timeline.reader import COMMIT_TIME, read_base_file
 from timeline.schema_evolution import canonical_schema, conform, evolve, with_zones_of
 from timeline.table import META_COLUMNS, Table
 
 DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
 DEFAULT_SMALL_FILE_LIMIT = 100 * 1024 * 1024
 KEY = "_hoodie_record_key"
-COMMIT_TIME = "_hoodie_commit_time"
 GENERATED = (COMMIT_TIME, "_hoodie_commit_seqno", "_hoodie_file_name")  # meta columns a write makes, not derives
 PARTITION = "_hoodie_partition_path"
 TARGET = "_tandem_target"  # the file id a tagged record goes to; NEW for records that start new file groups
