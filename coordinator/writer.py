@@ -17,6 +17,7 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import reduce
 from typing import Protocol, TypeVar
 
 import pyarrow as pa
@@ -25,6 +26,7 @@ import pyarrow.parquet as pq
 
 from chaos import crash_points
 from chaos.crash_points import crash_point
+from coordinator.column_names import check_input_columns, unused_name
 from coordinator.config import OPERATIONS, CoordinatorConfig
 from coordinator.transaction import WRITE_FILE, Transaction
 from locks.base import LockProvider
@@ -217,22 +219,19 @@ class LocalWriter:
 
     def dedupe(self, rows: pa.Table, by: list[str]) -> pa.Table:
         """Keep one row per value of the `by` columns: the largest precombine value, else the last row."""
-        order = pa.array(range(rows.num_rows))
-        rows = rows.append_column("__order", order)
+        order = unused_name(rows.schema, "__order")  # any name may be an input column's
+        rows = rows.append_column(order, pa.array(range(rows.num_rows)))
         sort = [(c, "ascending") for c in by]
         pre = self.config.precombine_field
         if pre and pre in rows.column_names:
             sort.append((pre, "descending"))
-        sort.append(("__order", "descending"))
+        sort.append((order, "descending"))
         rows = rows.sort_by(sort)
         if rows.num_rows:
-            changed = [pc.not_equal(rows.column(c).slice(1), rows.column(c).slice(0, rows.num_rows - 1)) for c in by]
-            first = changed[0]
-            for other in changed[1:]:
-                first = pc.or_(first, other)
+            first = reduce(pc.or_, [changes(rows.column(c)) for c in by])
             mask = pa.concat_arrays([pa.array([True])] + list(first.chunks))
             rows = rows.filter(mask)
-        return rows.sort_by("__order").drop_columns(["__order"])
+        return rows.sort_by(order).drop_columns([order])
 
     def record_identity(self) -> list[str]:
         """What makes two records one: the key and partition path, or the key alone under a global index."""
@@ -506,7 +505,8 @@ class LocalWriter:
         `on_begin` hears the instant time as soon as it is inflight (histories, progress).
         """
         operation, action = resolve_operation(operation)
-        keys.partition_paths(data, self.config.partition_fields, self.config.hive_style)  # bad input before begin
+        check_input_columns(data.schema)  # bad input before begin
+        keys.partition_paths(data, self.config.partition_fields, self.config.hive_style)
         try:
             return self._write(data, operation, action, on_begin)
         finally:
@@ -681,6 +681,19 @@ def _chunks(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
     return column.chunks if isinstance(column, pa.ChunkedArray) else [column]
 
 
+def some_chunk(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """`column` with at least one chunk: a kernel or filter over no rows returns a chunked array of none,
+    and `indices_nonzero` over one segfaults from pyarrow 14 to 25 (26 fixed it)."""
+    return column if column.num_chunks else pa.chunked_array([pa.array([], column.type)], column.type)
+
+
+def changes(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """For each row after the first, whether its value differs from the row before: the starts of the runs
+    of a sorted column (one row has none, as one empty chunk)."""
+    n = len(values)
+    return some_chunk(pc.not_equal(values.slice(1), values.slice(0, max(n - 1, 0))))
+
+
 def split_by(rows: pa.Table, column: str) -> Iterator[tuple[str, pa.Table]]:
     """The rows of each value of `column` (never null), values in sorted order, rows in their order.
 
@@ -696,7 +709,7 @@ def split_by(rows: pa.Table, column: str) -> Iterator[tuple[str, pa.Table]]:
         return
     ordered = rows.take(pc.sort_indices(rows.column(column)))  # stable: ties keep their order
     values = ordered.column(column)
-    ends = pc.indices_nonzero(pc.not_equal(values.slice(1), values.slice(0, n - 1))).to_pylist()
+    ends = pc.indices_nonzero(changes(values)).to_pylist()
     for start, end in zip([0, *(e + 1 for e in ends)], [*(e + 1 for e in ends), n], strict=True):
         yield values[start].as_py(), ordered.slice(start, end - start)
 

@@ -22,7 +22,7 @@ from timeline.errors import BadInputError
 MAX_NAME_BYTES = 255
 MAX_PATH_CHARS = 1024
 HOODIE = ".hoodie"
-_SHOWN_CHARS = 80
+SHOWN_CHARS = 80  # characters of a value a message shows (`shown`)
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 # Paths of plain ASCII folder names, MAX_NAME_BYTES characters at most in all, are canonical on sight: no
 # '.', '\\', control character or empty name. Checked in bulk; anything else goes through `problem`.
@@ -68,9 +68,9 @@ def problem(path: str) -> str | None:
 
 def shown(value: str) -> str:
     """`value` quoted for a one-line message, shortened when long."""
-    if len(value) <= _SHOWN_CHARS:
+    if len(value) <= SHOWN_CHARS:
         return repr(value)
-    return f"{value[:_SHOWN_CHARS]!r}... ({len(value)} characters)"
+    return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
 
 
 def canonical(path: str, where: str, error: type[BadInputError] = BadInputError) -> str:

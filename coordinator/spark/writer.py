@@ -22,7 +22,7 @@ import base64
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
-from functools import partial
+from functools import partial, reduce
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +37,7 @@ from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, String
 
 from chaos.crash_points import crash_point
 from coordinator import markers
+from coordinator.column_names import check_input_columns
 from coordinator.config import CoordinatorConfig
 from coordinator.transaction import WRITE_MARKER, Transaction
 from coordinator.writer import (
@@ -131,7 +132,8 @@ class SparkWriter:
         `on_begin` hears the instant time as soon as it is inflight.
         """
         operation, action = resolve_operation(operation)
-        df = df.drop(*[c for c in df.columns if c in META_COLUMNS or c in (KEY, PARTITION, TARGET, DELETE)])
+        df = df.drop(*[c for c in df.columns if c in META_COLUMNS])
+        check_input_columns(arrow_schema(df.schema))  # bad input before begin
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
             if on_begin is not None:
                 on_begin(txn.time)
@@ -312,26 +314,66 @@ class SparkWriter:
 
 
 def _sql_record_key(fields: list[str]) -> Column:
-    """`timeline.keys.record_keys` as a Spark expression (string and integer fields only)."""
-    parts = []
-    for name in fields:
-        message = F.lit(f"{NULL_KEY_MARK}{name!r} is null")
-        parts.append(F.when(F.col(name).isNull(), F.raise_error(message)).otherwise(F.col(name).cast("string")))
+    """`timeline.keys.record_keys` as a Spark expression (string and integer fields only), refusing the same
+    values with the same words."""
+    texts = {name: F.col(name).cast("string") for name in fields}
     if len(fields) == 1:
-        return parts[0]
-    return F.concat_ws(",", *[F.concat(F.lit(f"{name}:"), part) for name, part in zip(fields, parts, strict=True)])
+        [(name, text)] = texts.items()
+        refused = F.when(text.isNull(), _sql_refuse(f"{NULL_KEY_MARK}{name!r} is null"))
+        return refused.when(text == "", _sql_refuse(f"{NULL_KEY_MARK}{name!r} is empty")).otherwise(text)
+    parts = []
+    for name, text in texts.items():
+        value = F.concat(F.lit(f"{NULL_KEY_MARK}{name!r} value "), _sql_shown(text))
+        part = F.when(text.isNull(), _sql_refuse(f"{NULL_KEY_MARK}{name!r} is null"))
+        part = part.when(text.contains(keys.KEY_PARTS_SEPARATOR), _sql_refuse(value, f" {keys.COMMA_REASON}"))
+        for placeholder in (keys.NULL_PLACEHOLDER, keys.EMPTY_PLACEHOLDER):
+            part = part.when(text == placeholder, _sql_refuse(value, f" {keys.placeholder_reason(placeholder)}"))
+        part = part.when(text == "", F.lit(keys.EMPTY_PLACEHOLDER)).otherwise(text)
+        parts.append(F.concat(F.lit(f"{name}:"), part))
+    blank = reduce(lambda a, b: a & b, [text == "" for text in texts.values()])
+    no_value = _sql_refuse(f"tandem: {keys.all_empty_reason(fields)}: Hudi refuses a key with no value")
+    return F.when(blank, no_value).otherwise(F.concat_ws(keys.KEY_PARTS_SEPARATOR, *parts))
 
 
 def _sql_partition_path(fields: list[str], hive_style: bool) -> Column:
-    """`timeline.keys.partition_paths` as a Spark expression (string and integer fields only)."""
+    """`timeline.keys.partition_paths` as a Spark expression (string and integer fields only); a `/` in a value of
+    a path of several columns is refused as there (the rest of the path check runs on the driver)."""
     if not fields:
         return F.lit("")
     parts = []
     for name in fields:
         text = F.col(name).cast("string")
         value = F.when(text.isNull() | (text == ""), F.lit(DEFAULT_PARTITION)).otherwise(text)
+        if len(fields) > 1:
+            shown = F.concat(F.lit(f"tandem: BadInputError: partition column {name!r} value "), _sql_shown(text))
+            value = F.when(text.contains(keys.PATH_SEPARATOR), _sql_refuse(shown, f" {keys.SLASH_REASON}")).otherwise(
+                value
+            )
         parts.append(F.concat(F.lit(f"{name}="), value) if hive_style else value)
-    return parts[0] if len(parts) == 1 else F.concat_ws("/", *parts)
+    return parts[0] if len(parts) == 1 else F.concat_ws(keys.PATH_SEPARATOR, *parts)
+
+
+def _sql_refuse(message: str | Column, reason: str = "") -> Column:
+    """Fail the task with `message`: `_bad_input_in` makes it the local writer's BadInputError. The message ends
+    its line, so Spark's own suffix (`SQLSTATE: ...`) falls on the next one."""
+    text = F.lit(message) if isinstance(message, str) else message
+    return F.raise_error(F.concat(text, F.lit(f"{reason}\n")))
+
+
+def _sql_shown(text: Column) -> Column:
+    """`partition_path.shown` in Spark SQL: quoted as Python's repr quotes (backslash, quote, newline, return and tab
+    escaped; other unprintable characters are shown as they are), cut after SHOWN_CHARS characters."""
+    head = F.substring(text, 1, partition_path.SHOWN_CHARS)
+    escaped = head
+    for raw, escape in (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
+        escaped = F.replace(escaped, F.lit(raw), F.lit(escape))
+    double = head.contains("'") & ~head.contains('"')
+    quoted = F.when(double, F.concat(F.lit('"'), escaped, F.lit('"'))).otherwise(
+        F.concat(F.lit("'"), F.replace(escaped, F.lit("'"), F.lit("\\'")), F.lit("'"))
+    )
+    length = F.char_length(text)
+    cut = F.concat(quoted, F.lit("... ("), length.cast("string"), F.lit(" characters)"))
+    return F.when(length > partition_path.SHOWN_CHARS, cut).otherwise(quoted)
 
 
 def _at_locations(df: DataFrame, locations: Column, deleting: bool) -> DataFrame:
