@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from coordinator import provenance
 from coordinator.transaction import Transaction
 from timeline.active_timeline import ActiveTimeline
 from timeline.fs_view import FileSystemView
 from timeline.instant import State
+from timeline.mdt import health
 from timeline.mdt import indexes as mdt_indexes
+from timeline.mdt import table as mdt_table
 from timeline.mdt.log import DATA, FILES, block_partition
 from timeline.mdt.reader import MetadataReader
 
@@ -75,9 +78,39 @@ def index_records_of_orphans() -> None:
     MetadataReader.counts = counts_orphans
 
 
+def undo_any_marked_file() -> None:
+    """Undoing an instant deletes whatever its markers or plan name, committed files included."""
+    provenance.undoable = lambda timeline, time, paths: sorted(set(paths))
+
+
+def rollback_completed_target() -> None:
+    """A rollback plan is carried out even when its target completed."""
+    provenance.is_committed = lambda timeline, time: False
+
+
+def clean_any_planned_file() -> None:
+    """A clean deletes every file its plan names, the latest versions included."""
+    provenance.cleanable = lambda view, timeline, paths, earliest: sorted(set(paths))
+
+
+def mdt_rollback_of_completed() -> None:
+    """The MDT rolls back the records of completed data instants when a plan asks."""
+    mdt_table.undoable = lambda data_timeline, time: True
+
+
+def base_checksums_ignored() -> None:
+    """MDT base files are used without checking them against their compaction's checksums."""
+    health._checksum_problems = lambda mdt_timeline, base, sizes: []
+
+
 BROKEN: dict[str, Callable[[], None]] = {
     "data-before-metadata": data_before_metadata,
     "no-completed-instant-filter": no_completed_instant_filter,
     "clean-keeps-index-records": clean_keeps_index_records,
     "index-records-of-orphans": index_records_of_orphans,
+    "undo-any-marked-file": undo_any_marked_file,
+    "rollback-completed-target": rollback_completed_target,
+    "clean-any-planned-file": clean_any_planned_file,
+    "mdt-rollback-of-completed": mdt_rollback_of_completed,
+    "base-checksums-ignored": base_checksums_ignored,
 }

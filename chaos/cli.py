@@ -20,6 +20,10 @@ SCHEDULE_SCENARIOS = {
     "while another writer commits the same file groups",
     "mdt-corruption": "bit flip, torn tail or deletion of an MDT log, or deletion of the MDT hoodie.properties; "
     "then read and upsert",
+    "junk": "generated junk in .hoodie/ (stray markers, crafted rollback, clean and MDT rollback plans, shadow "
+    "instants), then recover, write, clean and compact; no committed row may be lost",
+    "mdt-fuzz": "a random bit or byte flipped, a truncation or a deletion in a random file of every MDT file kind; "
+    "then read and upsert",
 }
 CRASH_STATES = "crash-states"  # every single-writer scenario of the enumerator, and nothing else
 SCENARIO_HELP = (
@@ -103,6 +107,7 @@ def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
 @click.option("--providers", default="file,zookeeper,dynamodb", show_default=True, help="lost-lock: lock providers.")
 @click.option("--points", default="all", show_default=True, help="lost-lock: crash points A is frozen at (comma list).")
 @click.option("--variants", default="all", show_default=True, help="lost-lock: expiry, force-release, disjoint.")
+@click.option("--seeds", default=100, show_default=True, help="junk, mdt-fuzz: generated tables from --seed on.")
 @click.option("--jobs", default=2, show_default=True, help="Schedules run side by side (they mostly wait on leases).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write JSON here.")
 @click.option("--no-hudi", is_flag=True, help="Skip the hudi package as a second reader (faster).")
@@ -119,6 +124,7 @@ def run(
     providers: str,
     points: str,
     variants: str,
+    seeds: int,
     jobs: int,
     report_path: str | None,
     no_hudi: bool,
@@ -159,17 +165,21 @@ def run(
         crash = _explore([n for n in names if n in SCENARIOS], progress, seed, budget_s, sample, states, no_hudi, on_s3)
         locks = _lost_lock(lost_lock, progress, jobs, no_hudi) if "lost-lock" in names else []
         corruption = _mdt_corruption(progress, jobs, no_hudi) if "mdt-corruption" in names else []
+        generated = _generated([n for n in names if n in GENERATED], progress, seed, seeds, no_hudi)
     if crash:
         _summary(crash)
     if locks:
         _lost_lock_summary(locks)
     if corruption:
         _corruption_summary(corruption)
+    for name, results in generated.items():
+        _generated_summary(name, results)
     failures = [v for r in crash for v in r.violations]
     errors = [e for r in crash for e in r.errors]
     errors += [f"{r.label}: {r.error}" for r in locks if r.error]
     errors += [f"{r.corruption}: {r.error}" for r in corruption if r.error]
     found = len(failures) + sum(len(r.violations) for r in locks) + sum(len(r.violations) for r in corruption)
+    found += sum(len(r.violations) for results in generated.values() for r in results)
     report = {
         "seed": seed,
         "storage": "s3" if on_s3 else "local",
@@ -180,6 +190,7 @@ def run(
         "scenarios": [r.to_dict() for r in crash],
         "lost_lock": [r.to_dict() for r in locks],
         "mdt_corruption": [r.to_dict() for r in corruption],
+        **{name.replace("-", "_"): [r.to_dict() for r in results] for name, results in generated.items()},
     }
     if report_path:
         Path(report_path).write_text(json.dumps(report, indent=2))
@@ -246,6 +257,33 @@ def _mdt_corruption(progress, jobs: int, no_hudi: bool) -> list:
     return run_corruptions(
         list(CORRUPTIONS), use_hudi=not no_hudi, on_result=lambda _: progress.advance(task), jobs=jobs
     )
+
+
+GENERATED = ("junk", "mdt-fuzz")
+
+
+def _generated(names: list[str], progress, seed: int, seeds: int, no_hudi: bool) -> dict[str, list]:
+    """The generated-input scenarios, `seeds` tables each from `seed` on, in one scratch folder per run."""
+    import tempfile
+
+    from chaos import junk, mdt_fuzz
+
+    out = {}
+    for name in names:
+        runner = junk.run_seeds if name == "junk" else mdt_fuzz.run_seeds
+        task = progress.add_task(name, total=seeds)
+        work = Path(tempfile.mkdtemp(prefix=f"tandem-{name}-"))
+        out[name] = runner(list(range(seed, seed + seeds)), work, not no_hudi, lambda _, t=task: progress.advance(t))
+    return out
+
+
+def _generated_summary(name: str, results: list) -> None:
+    bad = [r for r in results if r.violations]
+    console.print(f"{name}: {len(results)} generated tables, {len(bad)} with violations")
+    for r in bad[:10]:
+        first = r.violations[0]
+        console.print(f"[red]violation[/red] {name} seed {r.seed}: {first['invariant']}: {first['detail'][:200]}")
+        console.print(f"  replay: tandem chaos run --scenario {name} --seed {r.seed} --seeds 1; kept: {r.kept_dir}")
 
 
 def _lost_lock_summary(results: list) -> None:

@@ -95,7 +95,15 @@ ROLLBACK_POINTS = (
     "rollback.complete",
 )
 CLEAN_POINTS = ("clean.planned", "clean.mdt", "clean.complete")  # the clean's steps under the lock
-POINTS = WRITER_POINTS + ROLLBACK_POINTS + CLEAN_POINTS
+COMPACTION_POINTS = (  # `tandem compact`: sealing, planning, publishing and completing, all under the lock
+    "mdt.compaction.sealed",
+    "mdt.compaction.planned",
+    "mdt.compaction.inflight",
+    "mdt.compaction.base",
+    "mdt.compaction.complete",
+)
+POINTS = WRITER_POINTS + ROLLBACK_POINTS + CLEAN_POINTS + COMPACTION_POINTS
+CONTRACT_EXITS = (0, 3, 4)  # done, aborted by a conflict, lock not had or lost: what a lost lock may end in
 REPRESENTATIVE_POINTS = ("commit.begin.requested", "commit.locked", "commit.finalize", "commit.mdt")
 CORRUPTIONS = (
     "bit-flip-newest-log",
@@ -190,8 +198,8 @@ class Schedule:
 
     @property
     def actor(self) -> str:
-        """What process A is: a writer, `tandem recover` (rolling back an orphan) or `tandem clean`."""
-        return {"commit": "writer", "rollback": "recover", "clean": "clean"}[self.point.split(".")[0]]
+        """What process A is: a writer, `tandem recover` (of an orphan), `tandem clean` or `tandem compact`."""
+        return {"commit": "writer", "rollback": "recover", "clean": "clean", "mdt": "compact"}[self.point.split(".")[0]]
 
 
 def plan(providers: list[str], points: list[str], variants: list[str]) -> list[Schedule]:
@@ -396,7 +404,7 @@ def _prepare(run: Run, schedule: Schedule) -> list[Write]:
     """The table's history before A: an insert; two upserts for a clean; an orphan for a rollback."""
     Table.create(run.base, TABLE_NAME, ["id"], ["part"])
     history = [run.setup_write("seed", "insert")]
-    if schedule.actor == "clean":
+    if schedule.actor in ("clean", "compact"):
         history += [run.setup_write("u1", "upsert"), run.setup_write("u2", "upsert")]
     if schedule.actor == "recover":
         history.append(run.orphan_write("orphan"))
@@ -408,6 +416,8 @@ def _start_a(run: Run, schedule: Schedule) -> subprocess.Popen:
         args = run.write_args("A", _rows("A"))
     elif schedule.actor == "recover":
         args = ["recover", run.base, *run.coordinator_args()]
+    elif schedule.actor == "compact":
+        args = ["compact", run.base, *run.coordinator_args()]
     else:
         args = ["clean", run.base, "--policy", "KEEP_LATEST_FILE_VERSIONS", "--retained", "1", *run.coordinator_args()]
     return run.start(args, pause_at=schedule.point)
@@ -458,11 +468,12 @@ def run_schedule(schedule: Schedule, endpoints: Endpoints, work: Path, use_hudi:
         result.b_exit = b.exit_code
         result.a_exit, a_out, a_err = _finish(a)
         result.a_said = _last_line(a_err)
+        exits = check_exit_class("A", result.a_exit, a_err) + check_exit_class("B", b.exit_code, result.b_said)
         history.append(b)
         if schedule.actor == "writer":
             history.append(_as_write("A", _rows("A"), result.a_exit, a_out))
         result.recover_exit, recover_said = run.recover()
-        violations = []
+        violations = exits
         if result.recover_exit != 0:
             violations.append(Violation("3-recovery-failed", recover_said))
         table = Table.open(run.base)
@@ -474,6 +485,17 @@ def run_schedule(schedule: Schedule, endpoints: Endpoints, work: Path, use_hudi:
         _stop(a)
     result.seconds = round(time.monotonic() - started, 2)
     return result
+
+
+def check_exit_class(who: str, code: int | None, stderr: str) -> list[Violation]:
+    """A process whose lock lapsed ends in an exit of the contract (0, 3, 4) with one `error:` line."""
+    if code == 0:
+        return []
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    if code not in CONTRACT_EXITS or len(errors) != 1 or "Traceback" in stderr:
+        return [Violation("5-exit-codes", f"{who} exited {code}: {(lines or [''])[-1][:200]}")]
+    return []
 
 
 def run_schedules(

@@ -68,6 +68,20 @@ def read_bundle(data: bytes) -> list[dict]:
     return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
 
 
+def archived_completed(timeline: ActiveTimeline, time: str) -> bool:
+    """True if an archive bundle of this timeline holds `time` completed (bundles are named by their range)."""
+    if timeline.instants and time >= timeline.earliest_time():
+        return False
+    for name in timeline.archived_files:
+        first, _, last = name.removeprefix(BUNDLE_PREFIX).removesuffix(".jsonl").partition("_")
+        if not name.startswith(BUNDLE_PREFIX) or not first <= time <= last:
+            continue
+        data = timeline.storage.read_bytes(f"{timeline.meta_dir}/{ARCHIVED_FOLDER}/{name}")
+        if any(e["time"] == time and e["state"] == State.COMPLETED.value for e in read_bundle(data)):
+            return True
+    return False
+
+
 def _move(timeline: ActiveTimeline, instants: list[Instant], crash: str) -> None:
     """Bundle first, then remove from the active timeline oldest first, completed file last."""
     name = f"{timeline.meta_dir}/{ARCHIVED_FOLDER}/{BUNDLE_PREFIX}{instants[0].time}_{instants[-1].time}.jsonl"

@@ -3,7 +3,9 @@
 Plan (`K.clean.requested`, Hudi's HoodieCleanerPlan) under the lock, delete
 the files outside it (a heartbeat marks the clean as alive meanwhile), then
 under the lock mirror the deletions into the MDT as deltacommit K and complete
-`K.clean`.
+`K.clean`. The plan only proposes: a file is deleted only when
+`provenance.cleanable` shows a newer completed version supersedes it, so a
+crafted or stale plan never takes a file of the latest snapshot.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time as clock
 from collections import defaultdict
 
 from chaos.crash_points import crash_point, register
+from coordinator import provenance
 from coordinator.config import CoordinatorConfig
 from coordinator.heartbeat import Heartbeat, heartbeat_path
 from coordinator.locking import held, table_lock
@@ -125,6 +128,11 @@ def files_being_cleaned(timeline: ActiveTimeline) -> set[str]:
     return paths
 
 
+def _earliest(plan: dict) -> str:
+    """The plan's earliest retained instant; empty when every version but the latest may go."""
+    return (plan.get("earliestInstantToRetain") or {}).get("timestamp") or ""
+
+
 def resume(table: Table, clean_instant: Instant, lock: LockProvider | None = None) -> None:
     """Carry out (or finish) clean K from its plan; `lock` is taken for the finish, else the caller holds it."""
     started = clock.time()
@@ -133,11 +141,12 @@ def resume(table: Table, clean_instant: Instant, lock: LockProvider | None = Non
     if clean_instant.state == State.REQUESTED:
         timeline.transition_to_inflight(clean_instant)
         crash_point(STARTED)
-    per_partition = avro_metadata.planned_deletions(plan)
-    paths = [p for files in per_partition.values() for p in files]
+    planned = [p for files in avro_metadata.planned_deletions(plan).values() for p in files]
+    paths = provenance.cleanable(table.view(), timeline, planned, _earliest(plan))
     for path in paths:
         table.storage.discard(path)
     crash_point(FILES_DELETED)
+    per_partition = group_by_partition(paths)
     if lock is None:
         _finish(table, clean_instant, plan, per_partition, started)
     else:
@@ -156,7 +165,7 @@ def _finish(table: Table, clean_instant: Instant, plan: dict, per_partition: dic
     if table.metadata().exists():
         mirror_deltacommit(table, timeline, clean_instant.time, paths)
         crash_point(MDT_MIRRORED)
-    earliest = (plan.get("earliestInstantToRetain") or {}).get("timestamp", "")
+    earliest = _earliest(plan)
     writes = [i.time for i in timeline.completed_writes()]
     metadata = {
         "policy": plan["policy"],

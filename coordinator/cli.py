@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 import click
 
 from coordinator.config import OPERATIONS
-from timeline.errors import BadInputError, LockError, MetadataFallbackWarning, TandemError
+from timeline.errors import (
+    BadInputError,
+    DamagedInstantWarning,
+    LockError,
+    MetadataFallbackWarning,
+    RefusedDeleteWarning,
+    TandemError,
+)
 
 # Start-up: the module level imports only what every command needs; the rest (pyarrow, rich, the timeline, the
 # writer, chaos) is imported inside the command that uses it, so `--help` and light commands start fast.
@@ -106,21 +113,27 @@ def _config(lock_uri: str | None, settings: tuple[str, ...]) -> CoordinatorConfi
     return replace(config, lock_uri=lock_uri) if lock_uri else config
 
 
+SHOWN_WARNINGS = (MetadataFallbackWarning, RefusedDeleteWarning, DamagedInstantWarning)
+
+
 @contextmanager
-def _fallback_warning_on_stderr() -> Iterator[None]:
-    """A read that lists storage because the metadata table is unhealthy says so: one stderr line, once."""
+def _warnings_on_stderr() -> Iterator[None]:
+    """A read that lists storage because the metadata table is unhealthy, or a delete refused, says so once.
+
+    One stderr line per distinct message."""
     shown: set[str] = set()
     other = warnings.showwarning
 
     def show(message, category, *args, **kwargs) -> None:
-        if not issubclass(category, MetadataFallbackWarning):
+        if not issubclass(category, SHOWN_WARNINGS):
             other(message, category, *args, **kwargs)
         elif str(message) not in shown:
             shown.add(str(message))
             click.echo(f"warning: {message}", err=True)
 
     with warnings.catch_warnings():
-        warnings.simplefilter("always", MetadataFallbackWarning)
+        for category in SHOWN_WARNINGS:
+            warnings.simplefilter("always", category)
         warnings.showwarning = show
         yield
 
@@ -621,6 +634,7 @@ def metadata_validate(path: str, as_json: bool):
             "partitions_extra",
             "corrupt_blocks",
             "unhealthy",
+            "damaged_instants",
         ):
             for item in doc[key]:
                 click.echo(f"  {key}: {item}")
@@ -839,7 +853,7 @@ def main() -> None:
     """Run the CLI; map errors to one stderr line and the exit codes of DESIGN §10."""
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     try:
-        with _fallback_warning_on_stderr():  # every verb: one stderr line when the MDT is bypassed
+        with _warnings_on_stderr():  # every verb: one stderr line when the MDT is bypassed or a delete refused
             cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("error: aborted", err=True)

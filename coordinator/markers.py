@@ -6,8 +6,10 @@ can find files that a crash or a retried task left behind.
 
 from __future__ import annotations
 
+import warnings
+
 from timeline import partition_path
-from timeline.errors import BadInputError, CorruptInstantError, TandemError
+from timeline.errors import BadInputError, CorruptInstantError, FencedError, RefusedDeleteWarning
 from timeline.storage import Storage
 from timeline.table import TEMP_DIR
 
@@ -32,17 +34,25 @@ def create_marker(storage: Storage, time: str, path: str, kind: str = "CREATE") 
     try:
         storage.create_if_absent(marker_path(time, path, kind), b"", durable=False)
     except FileNotFoundError as err:
-        raise TandemError(f"instant {time}: its marker folder was removed: another process rolled it back") from err
+        raise FencedError(f"instant {time}: its marker folder was removed: another process rolled it back") from err
 
 
 def marked_files(storage: Storage, time: str) -> list[str]:
-    """Data files (relative to the base) that instant `time` may have written."""
+    """Data files (relative to the base) that instant `time` may have written.
+
+    A marker that names no canonical data path is junk: reported, never a path to delete.
+    """
     prefix = len(marker_dir(time)) + 1
     out = set()
     for entry in storage.list_files(marker_dir(time)):
         rel = entry.path[prefix:]
         cut = rel.rfind(MARKER_SUFFIX)
-        if cut > 0:
+        if cut <= 0:
+            continue
+        try:
             partition_path.split_file_path(rel[:cut], f"marker {entry.path}", CorruptInstantError)
-            out.add(rel[:cut])
+        except CorruptInstantError as err:
+            warnings.warn(f"ignored marker: {err}", RefusedDeleteWarning, stacklevel=2)
+            continue
+        out.add(rel[:cut])
     return sorted(out)

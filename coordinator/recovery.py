@@ -11,8 +11,9 @@ rollbacks (which run wholly under the lock, so a pending one was interrupted)
 are finished from their plans; pending cleans too, once their heartbeat
 expired (a live one belongs to a running clean worker). Marker folders of
 instants no longer on the timeline (a paused writer that kept writing after
-its instant was rolled back) lose their files. A completed data instant is
-never rolled back. Callers hold the lock.
+its instant was rolled back) lose their files, those named for that instant
+only (`provenance`). A completed data instant is never rolled back, and a
+rollback plan that targets one is reported and left. Callers hold the lock.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from coordinator import clean as clean_service
-from coordinator import markers
+from coordinator import markers, provenance
 from coordinator import rollback as rollback_service
 from coordinator.config import EAGER, CoordinatorConfig
 from coordinator.heartbeat import is_expired, writer_is_gone
 from timeline import outcome
 from timeline.active_timeline import ActiveTimeline
-from timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, Instant
+from timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, Instant, is_instant_time
 from timeline.mdt.compaction import plan_orphan_seal
 from timeline.mdt.health import check_writable
 from timeline.mdt.index_build import catch_up
@@ -76,8 +77,11 @@ def remove_stray_markers(table: Table, report: RecoveryReport) -> None:
         time = entry.base_name
         if time in pending:
             continue
-        if not timeline.is_completed_or_archived(time):
-            for path in markers.marked_files(table.storage, time):
+        if not is_instant_time(time):  # no instant's folder: junk, reported and left
+            provenance.refuse([f"{TEMP_DIR}/{time}"], "not the marker folder of an instant")
+            continue
+        if not timeline.is_completed_or_archived(time):  # a completed one's folder is a commit's leftover
+            for path in provenance.undoable(timeline, time, markers.marked_files(table.storage, time)):
                 if table.storage.delete(path):
                     report.stray_files.append(path)
         table.storage.delete_dir(markers.marker_dir(time))
@@ -98,8 +102,7 @@ def roll_back_orphans(
     timeline = table.timeline()
     pending = timeline.pending()
     for instant in pending:
-        if instant.action == ROLLBACK:
-            rollback_service.resume(table, instant)
+        if instant.action == ROLLBACK and rollback_service.resume(table, instant):
             report.resumed_rollbacks.append(instant.time)
     if report.resumed_rollbacks:  # finished rollbacks removed their targets from the timeline
         pending = table.timeline().pending()

@@ -9,6 +9,11 @@ rollback is itself an instant R: `R.rollback.requested` holds the plan
 rolled back in the MDT, R's tombstones are mirrored into the MDT, T's
 instant files, markers and heartbeat are removed, and R completes. Every step
 is idempotent, so a crash inside a rollback is finished from R's plan.
+
+A plan only proposes: the files deleted are those `provenance.undoable` proves
+T wrote, on a timeline read when they are deleted, and a plan whose target is
+completed or archived (crafted, or left by something else) is reported and
+left pending, never carried out.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import time as clock
 
 from chaos.crash_points import crash_point, register
-from coordinator import markers
+from coordinator import markers, provenance
 from timeline import avro_metadata, outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import TandemError
@@ -82,7 +87,7 @@ def rollback(table: Table, target: Instant) -> str | None:
     if current.is_completed:
         raise TandemError(f"{target.time} completed without a commit decision; refusing to roll it back")
     time = table.new_instant_time(timeline)
-    plan = _plan(target, files_of(table, target.time))
+    plan = _plan(target, provenance.undoable(timeline, target.time, files_of(table, target.time)))
     requested = timeline.create_requested(
         Instant(time, ROLLBACK, State.REQUESTED), avro_metadata.encode("HoodieRollbackPlan", plan)
     )
@@ -91,21 +96,26 @@ def rollback(table: Table, target: Instant) -> str | None:
     return time
 
 
-def resume(table: Table, rollback_instant: Instant) -> None:
-    """Carry out (or finish) rollback R from its plan."""
+def resume(table: Table, rollback_instant: Instant) -> bool:
+    """Carry out (or finish) rollback R from its plan; False if its target is completed (R is left pending)."""
     started = clock.time()
     timeline = table.timeline()
     plan = timeline.avro(rollback_instant.with_state(State.REQUESTED))
     target = plan["instantToRollback"]
+    victim = target["commitTime"]
+    if provenance.is_committed(timeline, victim):
+        provenance.refuse([rollback_instant.file_name], f"the rollback plan targets completed instant {victim}")
+        return False
     decided = outcome.claim(table.storage, target["commitTime"], outcome.ROLLBACK)
     if decided.is_commit:  # a plan written before decisions existed, for an instant that then committed
         timeline.delete_instant_files(rollback_instant.time, ROLLBACK)
         roll_forward(table, Instant(target["commitTime"], target["action"], State.INFLIGHT), decided)
-        return
+        return True
     if rollback_instant.state == State.REQUESTED:
         timeline.transition_to_inflight(rollback_instant)
         crash_point(STARTED)
-    paths = [p for request in plan["RollbackRequests"] or [] for p in request["filesToBeDeleted"]]
+    planned = [p for request in plan["RollbackRequests"] or [] for p in request["filesToBeDeleted"]]
+    paths = provenance.undoable(table.timeline(), target["commitTime"], planned)  # read after the claim
     deleted = [p for p in paths if table.storage.delete(p)]
     crash_point(FILES_DELETED)
     mdt = table.metadata()
@@ -138,6 +148,7 @@ def resume(table: Table, rollback_instant: Instant) -> None:
     }
     timeline.complete(rollback_instant, avro_metadata.encode("HoodieRollbackMetadata", metadata))
     crash_point(COMPLETED)
+    return True
 
 
 def mirror_deltacommit(table: Table, timeline: ActiveTimeline, time: str, deleted: list[str]) -> None:

@@ -15,7 +15,7 @@ import logging
 import posixpath
 
 from chaos.crash_points import crash_point, register
-from coordinator import conflicts, markers
+from coordinator import conflicts, markers, provenance
 from coordinator.archival import archive
 from coordinator.config import CoordinatorConfig
 from coordinator.heartbeat import Heartbeat, is_expired
@@ -25,7 +25,7 @@ from locks.base import LockProvider
 from timeline import outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
-from timeline.errors import ConflictError, LockError, TandemError
+from timeline.errors import ConflictError, FencedError, LockError, TandemError
 from timeline.instant import COMMIT, WRITE_ACTIONS, Instant, State
 from timeline.mdt import index_build
 from timeline.mdt import indexes as mdt_indexes
@@ -183,21 +183,20 @@ class Transaction:
             self.table.storage.delete_dir(markers.marker_dir(self.time))
 
     # commit ----------------------------------------------------------------------------
-    def finalize(self, metadata: CommitMetadata) -> None:
-        """Delete files under markers that the write stats do not name (retried tasks)."""
+    def finalize(self, metadata: CommitMetadata, timeline: ActiveTimeline) -> None:
+        """Delete files under markers that the write stats do not name (retried tasks), if T wrote them."""
         keep = {s.path for s in metadata.write_stats()}
-        for path in self.marked_files():
-            if path not in keep:
-                self.table.storage.discard(path)
+        for path in provenance.undoable(timeline, self.time, [p for p in self.marked_files() if p not in keep]):
+            self.table.storage.discard(path)
         crash_point(COMMIT_FINALIZED)
 
     def _check_still_ours(self, timeline: ActiveTimeline) -> None:
         current = timeline.find(self.time)
         if current is None or current.state != State.INFLIGHT:
-            raise TandemError(f"instant {self.time} is no longer inflight: another process rolled it back")
+            raise FencedError(f"instant {self.time} is no longer inflight: another process rolled it back")
         expiry = self.config.heartbeat_expiry_s
         if not self.heartbeat.is_alive() or is_expired(self.table.storage, self.time, expiry):
-            raise TandemError(f"instant {self.time}: heartbeat expired (older than {expiry:g}s); aborting")
+            raise FencedError(f"instant {self.time}: heartbeat expired (older than {expiry:g}s); aborting")
 
     def commit(self, metadata: CommitMetadata | None = None) -> Instant:
         """Under the lock: checks, conflict check, finalize, MDT first, then the decision and T completed.
@@ -220,7 +219,7 @@ class Transaction:
                         self._undo()
                         raise
                 crash_point(COMMIT_LOCKED)
-                self.finalize(metadata)
+                self.finalize(metadata, timeline)
                 metadata.extra_metadata[TOKEN_KEY] = str(token)
                 metadata.extra_metadata[conflicts.WATCHED_KEY] = conflicts.encode_watched(self.watched)
                 self.lock.check()
@@ -313,7 +312,7 @@ class Transaction:
         # What this process wrote, too: a rollback by another process (this one was
         # paused past its heartbeat) deletes the markers, then a file may still land.
         written = {s.path for s in self.metadata.write_stats()}
-        for path in sorted(set(self.marked_files()) | written):
+        for path in provenance.undoable(self.table.timeline(), self.time, set(self.marked_files()) | written):
             self.table.storage.discard(path)
         mdt = self.table.metadata()
         if mdt.exists():

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from timeline import avro_metadata
 from timeline.commit_metadata import CommitMetadata
-from timeline.errors import TandemError
+from timeline.errors import CorruptInstantError, DamagedInstantWarning, FencedError
 from timeline.instant import (
     COMMIT,
     COMPACTION,
@@ -140,6 +141,26 @@ class ActiveTimeline:
         source = self.storage.uri(self.path(instant))
         return CommitMetadata.from_json_bytes(self.read(instant), source)
 
+    def commit_metadata_if_sound(self, instant: Instant) -> CommitMetadata | None:
+        """For reads that can do without one instant's metadata (the schema): a damaged one is named
+        in a warning and skipped, so one bad file does not make the whole table unreadable."""
+        try:
+            return self.commit_metadata(instant)
+        except CorruptInstantError as err:
+            message = f"instant {instant.time} skipped ({err}); `tandem metadata validate` lists it"
+            warnings.warn(message, DamagedInstantWarning, stacklevel=3)
+            return None
+
+    def damaged_instants(self) -> list[str]:
+        """Completed write instants whose commit metadata is unreadable or impossible, each with why."""
+        found = []
+        for instant in self.completed_writes():
+            try:
+                self.commit_metadata(instant)
+            except CorruptInstantError as err:
+                found.append(f"{instant.time} ({instant.action}): {err}")
+        return found
+
     def avro(self, instant: Instant) -> dict:
         return avro_metadata.decode(self.read(instant), self.storage.uri(self.path(instant)))
 
@@ -159,16 +180,16 @@ class ActiveTimeline:
     def latest_schema(self) -> str | None:
         """Avro schema JSON of the data from the latest completed write that has one."""
         for instant in reversed(self.completed_writes()):
-            schema = self.commit_metadata(instant).schema
-            if schema:
-                return schema
+            metadata = self.commit_metadata_if_sound(instant)
+            if metadata is not None and metadata.schema:
+                return metadata.schema
         return None
 
     # transitions ------------------------------------------------------------------
     def create_requested(self, instant: Instant, data: bytes = b"") -> Instant:
         requested = instant.with_state(State.REQUESTED)
         if not self.storage.create_if_absent(self.path(requested), data, durable=bool(data)):
-            raise TandemError(f"instant {requested.file_name} already exists")
+            raise FencedError(f"instant {requested.file_name} already exists: another process created it")
         return requested
 
     def transition_to_inflight(self, instant: Instant, data: bytes = b"") -> Instant:
@@ -185,7 +206,7 @@ class ActiveTimeline:
         """
         done = instant.with_state(State.COMPLETED)
         if not self.storage.create_if_absent(self.path(done), data):
-            raise TandemError(f"instant {done.file_name} is already completed")
+            raise FencedError(f"instant {done.file_name} is already completed: another process completed it")
         self.storage.sync_dirs([self.meta_dir])
         return done
 

@@ -56,6 +56,18 @@ class WriteStat:
             "maxEventTime": None,
         }
 
+    def counts(self) -> dict[str, int]:
+        """The stat's counts and sizes by their JSON names (none may be negative)."""
+        return {
+            "numWrites": self.num_writes,
+            "numInserts": self.num_inserts,
+            "numUpdateWrites": self.num_update_writes,
+            "numDeletes": self.num_deletes,
+            "totalWriteBytes": self.total_write_bytes,
+            "fileSizeInBytes": self.file_size_in_bytes,
+            "totalWriteErrors": self.total_write_errors,
+        }
+
     @staticmethod
     def from_json(obj: dict) -> WriteStat:
         return WriteStat(
@@ -147,7 +159,15 @@ class CommitMetadata:
                 where = f"{source}: write stat of file group {partition_path.shown(stat.file_id)}"
                 partition_path.canonical(stat.partition_path, f"{where}: partitionPath", CorruptInstantError)
                 if stat.path:
-                    partition_path.split_file_path(stat.path, f"{where}: path", CorruptInstantError)
+                    folder, _ = partition_path.split_file_path(stat.path, f"{where}: path", CorruptInstantError)
+                    if folder != stat.partition_path:
+                        raise CorruptInstantError(
+                            f"{where}: path {partition_path.shown(stat.path)} is not in its partition "
+                            f"{partition_path.shown(stat.partition_path)}"
+                        )
+                negative = [name for name, value in stat.counts().items() if value < 0]
+                if negative:
+                    raise CorruptInstantError(f"{where}: negative {', '.join(negative)}")
                 if stat.prev_commit != "null":
                     validate_instant_time(stat.prev_commit, f"{where}: prevCommit")
         for partition in self.partition_to_replace_file_ids or {}:

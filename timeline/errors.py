@@ -43,5 +43,17 @@ class LockError(TandemError):
     exit_code = 4
 
 
+class FencedError(LockError):
+    """Storage refused a step only the lock holder takes: another process acted while this one's lock lapsed."""
+
+
 class MetadataFallbackWarning(UserWarning):
     """A read listed storage because the metadata table is unhealthy."""
+
+
+class RefusedDeleteWarning(UserWarning):
+    """A plan or marker proposed deleting files that Tandem cannot prove belong to what it undoes or cleans."""
+
+
+class DamagedInstantWarning(UserWarning):
+    """A read went on without one completed instant's metadata, which is unreadable or impossible."""

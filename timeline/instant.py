@@ -100,13 +100,17 @@ def parse_instant_file(name: str) -> Instant | None:
     return Instant(time, action, State.COMPLETED)
 
 
+def is_instant_time(text: str) -> bool:
+    return bool(_TIME_RE.fullmatch(text))
+
+
 def validate_instant_time(value: object, where: str) -> str:
     """`value` if it is an instant time (17 digits, or Hudi's legacy 14), else CorruptInstantError.
 
     Instant times read from files become parts of paths (`T.commit`, `.temp/T`,
     `.heartbeat/T`); anything else there could name another file.
     """
-    if isinstance(value, str) and _TIME_RE.fullmatch(value):
+    if isinstance(value, str) and is_instant_time(value):
         return value
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "..."
     raise CorruptInstantError(f"{where}: {shown} is not an instant time (yyyyMMddHHmmssSSS)")
@@ -118,7 +122,7 @@ def format_instant_time(moment: datetime) -> str:
 
 def parse_instant_time(text: str) -> datetime:
     """Parse `yyyyMMddHHmmss[SSS]` as UTC; raises ValueError on anything else."""
-    if not _TIME_RE.fullmatch(text):
+    if not is_instant_time(text):
         raise ValueError(f"{text!r} is not an instant time (yyyyMMddHHmmssSSS)")
     padded = text if len(text) == INSTANT_LENGTH else text + "000"
     return datetime.strptime(padded + "000", INSTANT_FORMAT).replace(tzinfo=timezone.utc)

@@ -234,7 +234,8 @@ class _Lister:
             known = _SCHEMA_OF_WRITE.get((self.table.uri, instant.time))
             if known is not None:
                 return known
-            for stat in timeline.commit_metadata(instant).write_stats():
+            metadata = timeline.commit_metadata_if_sound(instant)
+            for stat in metadata.write_stats() if metadata is not None else []:
                 base = _base_file_of(stat.path)
                 if base is None or base.instant != instant.time:
                     continue

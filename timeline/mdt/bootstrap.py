@@ -106,6 +106,7 @@ class ValidationReport:
     partitions_extra: list[str] = field(default_factory=list)
     corrupt_blocks: list[str] = field(default_factory=list)
     unhealthy: list[str] = field(default_factory=list)
+    damaged_instants: list[str] = field(default_factory=list)  # completed, with unreadable or impossible metadata
     storage_listing: pa.Table | None = None
 
     @property
@@ -117,6 +118,7 @@ class ValidationReport:
             + len(self.partitions_missing)
             + len(self.partitions_extra)
             + len(self.unhealthy)
+            + len(self.damaged_instants)
         )
 
     def to_json(self) -> dict:
@@ -132,6 +134,7 @@ class ValidationReport:
             "partitions_extra": self.partitions_extra,
             "corrupt_blocks": self.corrupt_blocks,
             "unhealthy": self.unhealthy,
+            "damaged_instants": self.damaged_instants,
         }
 
 
@@ -156,5 +159,6 @@ def validate(mdt: MetadataTable, data_timeline: ActiveTimeline) -> ValidationRep
     report.partitions_extra = sorted(p for p in listed_partitions - stored_partitions if p in {pp for pp, _ in ours})
     report.corrupt_blocks = reader.merged([rec.ALL_PARTITIONS]).corrupt
     report.unhealthy = health.problems(mdt, data_timeline, recorded=True)
+    report.damaged_instants = data_timeline.damaged_instants()
     METRICS.incr(VALIDATE_ERRORS, report.errors)
     return report

@@ -7,7 +7,8 @@ that version or sees the seal, so no log can land in a slice after its plan.
 Execute: merge base + the blocks of *decided-committed* instants of the
 planned logs into a staged file (outside the lock when a worker runs it), then
 under the lock publish it as base file C with create-if-absent and complete
-`C.commit`. A block whose instant is still undecided (prepared by a writer
+`C.commit`, which records each base file's CRC32: readers and writers verify
+a base file against it before they use it (`health`). A block whose instant is still undecided (prepared by a writer
 that claimed its log version before the seal) defers the compaction: merging
 it would be a guess either way. Decisions are final, so every attempt of one
 plan builds the same base, and an attempt never deletes a base another
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import posixpath
 import uuid
+import zlib
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -204,9 +206,14 @@ def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
         crash_point(STARTED)
     published = {layout.base_path(staged.time): staged.path}
     published.update({layout.index_base_path(p, staged.time): path for p, path in staged.index_paths.items()})
+    checksums: dict[str, int] = {}
     for target, source in published.items():
-        if not mdt.storage.exists(target):
-            mdt.storage.create_if_absent(target, mdt.storage.read_bytes(source))
+        if mdt.storage.exists(target):  # a retry: an earlier attempt published it
+            data = mdt.storage.read_bytes(target)
+        else:
+            data = mdt.storage.read_bytes(source)
+            mdt.storage.create_if_absent(target, data)
+        checksums[target] = zlib.crc32(data)
         mdt.storage.discard(source)
     # The base files' entries and the plan's: C.commit without C.compaction.requested reads as a plain commit.
     mdt.storage.sync_dirs([*(posixpath.dirname(target) for target in published), ".hoodie"])
@@ -225,6 +232,7 @@ def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
     for partition, size in sorted(staged.index_sizes.items()):  # readers learn each base's size here
         path = layout.index_base_path(partition, staged.time)
         meta.add(WriteStat(layout.FILE_ID, path, partition, total_write_bytes=size, file_size_in_bytes=size))
+    meta.extra_metadata[layout.BASE_CHECKSUMS_KEY] = json.dumps(checksums, sort_keys=True)
     timeline.complete(Instant(staged.time, COMPACTION, State.INFLIGHT), meta.to_json_bytes())
     crash_point(COMPLETED)
     return True

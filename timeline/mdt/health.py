@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -130,7 +131,39 @@ def _base_problems(mdt_timeline: ActiveTimeline, slices: dict[str, layout.Slice]
     written = {s.file_size_in_bytes for s in stats if s.path == path}
     if written and current.base_size not in written:
         return [f"base file {_shown(path)} is {current.base_size} bytes, compaction {base} wrote {written.pop()}"]
-    return []
+    return _checksum_problems(mdt_timeline, base, {s.path: s.file_size_in_bytes for s in stats})
+
+
+_VERIFIED: set[tuple[str, str, int, int]] = set()  # (MDT uri, path, size, CRC32) whose bytes matched once
+
+
+def _checksum_problems(mdt_timeline: ActiveTimeline, base: str, sizes: dict[str, int]) -> list[str]:
+    """Each base file of compaction `base` whose bytes do not match the CRC32 it recorded.
+
+    Read whole once per process (base files are immutable: each compaction writes new
+    names); a compaction that predates the checksums recorded none.
+    """
+    meta = mdt_timeline.commit_metadata(Instant(base, COMPACTION, State.COMPLETED))
+    try:
+        recorded = json.loads(meta.extra_metadata.get(layout.BASE_CHECKSUMS_KEY) or "{}")
+    except ValueError:
+        return [f"metadata compaction {base} records unreadable base checksums"]
+    storage = mdt_timeline.storage
+    found = []
+    for path, crc in sorted(recorded.items()):
+        key = (storage.base_uri, path, sizes.get(path, -1), crc)
+        if key in _VERIFIED:
+            continue
+        try:
+            data = storage.read_bytes(path)
+        except FileNotFoundError:
+            found.append(f"base file {_shown(path)} of completed compaction {base} is missing")
+            continue
+        if zlib.crc32(data) != crc or len(data) != key[2]:
+            found.append(f"base file {_shown(path)} is damaged (its bytes do not match compaction {base}'s checksum)")
+            continue
+        _VERIFIED.add(key)
+    return found
 
 
 def _log_problems(

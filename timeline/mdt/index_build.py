@@ -28,7 +28,7 @@ from timeline import outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.bloom import BloomFilter
 from timeline.column_stats import ColumnRange, ranges_of_parquet
-from timeline.errors import BadInputError, TandemError
+from timeline.errors import BadInputError, FencedError
 from timeline.instant import INDEXING, Instant, State
 from timeline.keys import record_keys
 from timeline.mdt import indexes, layout
@@ -229,7 +229,7 @@ def commit_records(
     crash_point(INDEX_LOGGED)
     mdt.storage.sync_dirs([layout.FILES_PARTITION])  # the blocks' log entries, before the decision names them
     if not outcome.claim(mdt.data_storage, time, outcome.COMMIT).is_commit:
-        raise TandemError(f"indexing instant {time} was rolled back by another process")
+        raise FencedError(f"indexing instant {time} was rolled back by another process")
     timeline.complete(instant.with_state(State.INFLIGHT), b"{}")
     crash_point(INDEX_COMPLETE)
     return time

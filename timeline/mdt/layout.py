@@ -28,6 +28,7 @@ FILES_PARTITION = "files"
 FILE_ID = "files-0000"
 TOKEN = "0-0-0"
 INITIAL_SLICE = "00000000000000000"
+BASE_CHECKSUMS_KEY = "tandem.base.crc32"  # compaction commit metadata: {base file path: CRC32 of its bytes}
 
 _LOG_RE = re.compile(rf"^\.{FILE_ID}_(\d{{17}})\.log\.(\d+)_{TOKEN}$")
 _BASE_RE = re.compile(rf"^{FILE_ID}_{TOKEN}_(\d{{17}})\.parquet$")

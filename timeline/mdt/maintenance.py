@@ -76,7 +76,7 @@ def housekeeping(
     if failed_builds:
         done.rolled_back += failed_builds
         done.indexed = index_build.catch_up(mdt, data_timeline)
-    finished = mdt.finish_rollbacks(mdt_timeline) + compaction.resume_cleans(mdt, mdt_timeline)
+    finished = mdt.finish_rollbacks(mdt_timeline, data_timeline) + compaction.resume_cleans(mdt, mdt_timeline)
     if finished or done.rolled_back:
         mdt_timeline = mdt.timeline()
     done.compacted += compaction.run_pending(mdt, data_timeline, mdt_timeline)

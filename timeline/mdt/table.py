@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from collections import OrderedDict
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ from chaos.crash_points import crash_point, register
 from timeline import avro_metadata, outcome, properties, read_once
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata, WriteStat
-from timeline.errors import ConflictError, TandemError
+from timeline.errors import ConflictError, FencedError, RefusedDeleteWarning, TandemError
 from timeline.instant import CLOCK, DELTA_COMMIT, ROLLBACK, Instant, State
 from timeline.mdt import indexes, layout
 from timeline.mdt.log import (
@@ -333,7 +334,7 @@ class MetadataTable:
             timeline = timeline or self.timeline()
             existing = timeline.find(time)
             if existing is not None and existing.is_completed:
-                raise TandemError(f"metadata deltacommit {time} is already completed")
+                raise FencedError(f"metadata deltacommit {time} is already completed: another process completed it")
             instant = Instant(time, DELTA_COMMIT, State.REQUESTED)
             if existing is None:
                 timeline.create_requested(instant)
@@ -407,7 +408,7 @@ class MetadataTable:
         """
         timeline = self.timeline()
         target = timeline.find(time)
-        if target is None:
+        if target is None or not undoable(data_timeline, time):
             return False
         if not outcome.claim(self.data_storage, time, outcome.ROLLBACK).is_rollback:
             return False
@@ -419,12 +420,20 @@ class MetadataTable:
         self._complete_rollback(timeline, record, time, target.action)
         return True
 
-    def finish_rollbacks(self, timeline: ActiveTimeline) -> list[str]:
-        """Complete the rollback records a crash left requested, repeating their (idempotent) undo."""
+    def finish_rollbacks(self, timeline: ActiveTimeline, data_timeline: ActiveTimeline) -> list[str]:
+        """Complete the rollback records a crash left requested, repeating their (idempotent) undo.
+
+        A record whose target is completed on the data timeline was never written by a
+        rollback here (`rollback` refuses those): it is reported and left.
+        """
         finished = []
         for record in timeline.pending():
             if record.action == ROLLBACK:
                 target = timeline.avro(record.with_state(State.REQUESTED))["instantToRollback"]
+                if not undoable(data_timeline, target["commitTime"]):
+                    message = f"metadata rollback {record.time} targets completed {target['commitTime']}; left pending"
+                    warnings.warn(message, RefusedDeleteWarning, stacklevel=2)
+                    continue
                 self._undo(timeline, record.time, target["commitTime"], target["action"])
                 self._complete_rollback(timeline, record, target["commitTime"], target["action"])
                 finished.append(record.time)
@@ -456,6 +465,11 @@ def index_blocks(time: str, index_records: dict[str, list[dict]] | None) -> list
         for partition, records in sorted((index_records or {}).items())
         if records
     ]
+
+
+def undoable(data_timeline: ActiveTimeline, time: str) -> bool:
+    """Whether the MDT may roll back `time`: never a completed (or archived) data instant's records."""
+    return not data_timeline.is_completed_or_archived(time)
 
 
 def encode_footprint(touched: set[tuple[str, str]]) -> bytes:
