@@ -63,16 +63,11 @@ def _emit_json(doc: object) -> None:
     click.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
-def _check_instant(text: str | None) -> str | None:
-    from timeline.instant import parse_instant_time
+def _check_instant(text: str | None, option: str) -> str | None:
+    """A time in any of Hudi's query formats, as the instant time reads compare with."""
+    from timeline.instant import query_instant
 
-    if text is None:
-        return None
-    try:
-        parse_instant_time(text)
-    except ValueError as err:
-        raise BadInputError(str(err)) from err
-    return text
+    return None if text is None else query_instant(text, option)
 
 
 def coordinator_options(command):
@@ -252,7 +247,9 @@ def read(
     from timeline.table import META_COLUMNS
 
     table = _open(path)
-    as_of, since, until = (_check_instant(t) for t in (as_of, since, until))
+    as_of, since, until = (
+        _check_instant(t, option) for t, option in ((as_of, "--as-of"), (since, "--since"), (until, "--until"))
+    )
     if until is not None and since is None:
         raise BadInputError("--until needs --since (an incremental read)")
     if output and not output.endswith(".parquet"):
@@ -299,7 +296,7 @@ def query(path: str, sql: str, as_of: str | None, output: str | None, limit: int
     from coordinator.duckdb_view import plan_query, view_names
     from coordinator.duckdb_view import query as run_query
 
-    as_of = _check_instant(as_of)
+    as_of = _check_instant(as_of, "--as-of")
     if output and not output.endswith(".parquet"):
         raise BadInputError(f"--output {output} must end in .parquet")
     if explain:

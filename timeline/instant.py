@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from functools import lru_cache
 
-from timeline.errors import CorruptInstantError
+from timeline.errors import BadInputError, CorruptInstantError
 
 INSTANT_FORMAT = "%Y%m%d%H%M%S%f"
 INSTANT_LENGTH = 17
@@ -102,6 +102,33 @@ def parse_instant_file(name: str) -> Instant | None:
 
 def is_instant_time(text: str) -> bool:
     return bool(_TIME_RE.fullmatch(text))
+
+
+_QUERY_FORMATS = {  # Hudi's `as.of.instant` and incremental bounds (HoodieSqlCommonUtils.formatQueryInstant)
+    10: "%Y-%m-%d",
+    19: "%Y-%m-%d %H:%M:%S",
+    23: "%Y-%m-%d %H:%M:%S.%f",
+}
+
+
+def query_instant(text: str, where: str) -> str:
+    """A time in any of Hudi's query formats as an instant time to compare with (string order, as Hudi does).
+
+    `yyyyMMddHHmmss[SSS]` stays as given; `yyyy-MM-dd HH:mm:ss[.SSS]` and `yyyy-MM-dd` (midnight) become
+    `yyyyMMddHHmmssSSS`, in UTC, the timeline time zone of every table Tandem writes.
+    """
+    shape = _QUERY_FORMATS.get(len(text))
+    try:
+        if is_instant_time(text):
+            parse_instant_time(text)  # a real date and time, not just digits
+            return text
+        if shape is None:
+            raise ValueError(text)
+        return datetime.strptime(text, shape).strftime(INSTANT_FORMAT)[:INSTANT_LENGTH]
+    except ValueError as err:
+        raise BadInputError(
+            f"{where}: {text!r} is not a time (yyyyMMddHHmmss[SSS], yyyy-MM-dd HH:mm:ss[.SSS] or yyyy-MM-dd)"
+        ) from err
 
 
 def validate_instant_time(value: object, where: str) -> str:

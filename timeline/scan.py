@@ -28,7 +28,7 @@ from timeline.active_timeline import ActiveTimeline
 from timeline.column_stats import ColumnRange
 from timeline.errors import BadInputError, CorruptInstantError, TandemError
 from timeline.file_names import BaseFile, parse_base_file, split_path
-from timeline.instant import WRITE_ACTIONS, validate_instant_time
+from timeline.instant import WRITE_ACTIONS, query_instant
 from timeline.mdt.log import COLUMN_STATS
 from timeline.mdt.reader import MetadataReader
 from timeline.mdt.table import MetadataTable
@@ -149,18 +149,14 @@ def plan_scan(
     From a healthy MDT the partitions are pruned on the MDT's partition list first,
     and only the surviving partitions' files are listed.
     """
-    for name, value in (("as of", as_of), ("since", since), ("until", until)):
-        if value is not None:
-            try:
-                validate_instant_time(value, name)
-            except CorruptInstantError as err:
-                raise BadInputError(str(err)) from err
+    as_of, since, until = (
+        None if value is None else query_instant(value, name)
+        for value, name in ((as_of, "as of"), (since, "since"), (until, "until"))
+    )
     if since is not None and as_of is not None:
         raise BadInputError("an incremental read (since/until) cannot also be as of an instant")
-    end = until if since is not None else as_of
+    end = until if since is not None else as_of  # any time, as in Hudi: the latest commit at or before it
     found = table.listing_source(source)
-    if end is not None:
-        _require_instant(found.timeline, end)
     lister = _Lister(table, found, end)
     schema = lister.schema()
     expr = parse_sql(where, dialect) if isinstance(where, str) else where
@@ -322,11 +318,6 @@ def _written_since(files: pa.Table, timeline: ActiveTimeline, since: str, until:
 
 def _count(files: pa.Table, timeline: ActiveTimeline, since: str | None, until: str | None) -> int:
     return (_written_since(files, timeline, since, until) if since is not None else files).num_rows
-
-
-def _require_instant(timeline: ActiveTimeline, instant: str) -> None:
-    if not timeline.is_completed_or_archived(instant):
-        raise BadInputError(f"instant {instant} is not a completed instant of the table")
 
 
 def _types(schema: pa.Schema) -> dict[str, pa.DataType]:

@@ -16,7 +16,6 @@ semantics. A filter that cannot be translated simply prunes nothing.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator
 from datetime import date, datetime, timezone
 from decimal import Decimal
@@ -51,6 +50,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 from coordinator.duckdb_view import output_schema
 from timeline import predicate as P
 from timeline.errors import BadInputError, TandemError
+from timeline.instant import query_instant
 from timeline.reader import read_base_file
 from timeline.scan import COMMIT_TIME, ScanPlan, Split, plan_scan
 from timeline.schema_evolution import conform
@@ -66,7 +66,6 @@ QUERY_TYPE_KEY = "hoodie.datasource.query.type"
 PARALLELISM_KEY = "tandem.read.parallelism"
 _COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
 _SCALARS = (bool, int, float, Decimal, str, bytes, date)  # datetime is a date
-_HUDI_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{3}))?)?")
 
 
 def register(spark: SparkSession) -> None:
@@ -256,18 +255,7 @@ def _option(options: dict[str, str], keys: tuple[str, ...]) -> str | None:
     found = {options[k] for k in keys if options.get(k)}
     if len(found) > 1:
         raise BadInputError(f"options {' and '.join(keys)} disagree: {', '.join(sorted(found))}")
-    return _instant(found.pop(), keys[0]) if found else None
-
-
-def _instant(text: str, key: str) -> str:
-    """An instant time, also in Hudi's `yyyy-MM-dd HH:mm:ss[.SSS]` and `yyyy-MM-dd` spellings."""
-    text = text.strip()
-    match = _HUDI_TIME.fullmatch(text)
-    if match:
-        text = "".join(g or "0" * (3 if i == 6 else 2) for i, g in enumerate(match.groups()))
-    if not re.fullmatch(r"\d{14}(\d{3})?", text):
-        raise BadInputError(f"option {key}: {text!r} is not an instant time (yyyyMMddHHmmssSSS)")
-    return text
+    return query_instant(found.pop().strip(), f"option {keys[0]}") if found else None
 
 
 def _snapshot_options(options: dict[str, str]) -> tuple[str | None, str | None, str | None]:
