@@ -28,7 +28,7 @@ from timeline.active_timeline import ActiveTimeline
 from timeline.column_stats import ColumnRange
 from timeline.errors import BadInputError, CorruptInstantError, TandemError
 from timeline.file_names import BaseFile, parse_base_file, split_path
-from timeline.instant import WRITE_ACTIONS, query_instant
+from timeline.instant import CLEAN, WRITE_ACTIONS, query_instant
 from timeline.mdt.log import COLUMN_STATS
 from timeline.mdt.reader import MetadataReader
 from timeline.mdt.table import MetadataTable
@@ -157,6 +157,8 @@ def plan_scan(
         raise BadInputError("an incremental read (since/until) cannot also be as of an instant")
     end = until if since is not None else as_of  # any time, as in Hudi: the latest commit at or before it
     found = table.listing_source(source)
+    if as_of is not None:
+        _check_retained(found.timeline, as_of)
     lister = _Lister(table, found, end)
     schema = lister.schema()
     expr = parse_sql(where, dialect) if isinstance(where, str) else where
@@ -310,7 +312,31 @@ def _newest_of_each_group(files: pa.Table) -> pa.Array:
     return pa.array(keep, pa.bool_())
 
 
+def _check_retained(timeline: ActiveTimeline, as_of: str) -> None:
+    """Refuse, as Hudi does (`TimelineUtils.validateTimestampAsOf`), a time travel to before what the last
+    completed clean kept: its files may be gone, so an answer could silently miss rows."""
+    cleans = [i for i in timeline.completed() if i.action == CLEAN]
+    if not cleans:
+        return
+    retained = timeline.avro(cleans[-1]).get("earliestCommitToRetain") or ""
+    if retained and as_of < retained:
+        raise BadInputError(
+            f"as of {as_of}: clean {cleans[-1].time} kept the commits from {retained} on only "
+            "(hoodie.cleaner.commits.retained); the table as of an earlier time is gone, as Hudi says"
+        )
+    writes = timeline.completed_writes()
+    if not retained and writes and as_of < writes[0].time:
+        raise BadInputError(
+            f"as of {as_of}: older than the first retained commit {writes[0].time} (cleaned and archived since)"
+        )
+
+
 def _written_since(files: pa.Table, timeline: ActiveTimeline, since: str, until: str | None) -> pa.Table:
+    """The files of the groups commits in (since, until] wrote; every file when the range reaches archived
+    commits, whose write stats the active timeline no longer holds (Hudi's full-scan fallback): the rows are
+    then chosen by their commit time alone."""
+    if timeline.instants and since < timeline.earliest_time() and timeline.archived_files:
+        return files
     touched = _groups_written(timeline, since, until)
     groups = pc.binary_join_element_wise(files.column("partition"), files.column("file_id"), "\x00")
     return files.filter(pc.is_in(groups, pa.array(["\x00".join(k) for k in touched], pa.string())))

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Installs the reference readers the tests judge Tandem's tables with: Apache Hudi's own Spark bundles, each run
+# by a pyspark of the Spark line it was built for, in a venv OUTSIDE the repository, so that every clone on this
+# machine reuses it:
+#
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/tandem/hudi-ref/
+#     venv-pyspark-<V>/                  python + pyspark==V + pyarrow (the server writes its answers as parquet)
+#     jars/<artifact>-<version>.jar      from Maven Central (mvn dependency:copy)
+#     <reader>/stamp                     written last: the reader is complete
+#     readers.json                       what tests/hudi_reference/client.py starts
+#
+# Readers:
+#   hudi-0.15  org.apache.hudi:hudi-spark3.5-bundle_2.12:0.15.0 on pyspark 3.5: table version 6, the line Tandem
+#              writes (0.15.0 is the newest 0.15.x on Maven Central).
+#   hudi-1.x   org.apache.hudi:hudi-spark3.5-bundle_2.12:1.2.0 on the same pyspark 3.5: Hudi 1.x reading a
+#              version-6 table. The Spark 4 bundle (hudi-spark4.0-bundle_2.13) has no version on Maven Central
+#              (checked with mvn dependency:get for 1.0.2, 1.1.0, 1.1.1, 1.2.0), so the 1.x line runs on Spark 3.5.
+#
+# Idempotent: a reader whose stamp and files are present is skipped without touching pip or mvn.
+# TANDEM_HUDI_REF_READERS="hudi-0.15" installs only the first one.
+set -euo pipefail
+
+PYSPARK_VERSION="${TANDEM_PYSPARK_REF_VERSION:-3.5.9}"
+ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/tandem/hudi-ref"
+VENV="$ROOT/venv-pyspark-$PYSPARK_VERSION"
+JARS="$ROOT/jars"
+READERS="${TANDEM_HUDI_REF_READERS:-hudi-0.15 hudi-1.x}"
+RECIPE="recipe-2" # bump when what a reader needs changes (recipe-2: pyarrow in the venv)
+
+declare -A ARTIFACT=(
+  [hudi-0.15]="org.apache.hudi:hudi-spark3.5-bundle_2.12:0.15.0"
+  [hudi-1.x]="org.apache.hudi:hudi-spark3.5-bundle_2.12:1.2.0"
+)
+
+say() { echo "hudi-reference: $*"; }
+
+jar_path() { # group:artifact:version -> the jar's path in $JARS
+  local coords="$1" artifact version
+  artifact="$(echo "$coords" | cut -d: -f2)"
+  version="$(echo "$coords" | cut -d: -f3)"
+  echo "$JARS/$artifact-$version.jar"
+}
+
+reader_ok() { # a reader is complete when its stamp names this venv and jar, and both exist
+  local name="$1" jar
+  jar="$(jar_path "${ARTIFACT[$name]}")"
+  [ -f "$ROOT/$name/stamp" ] && [ "$(cat "$ROOT/$name/stamp")" = "$RECIPE $VENV/bin/python $jar" ] &&
+    [ -x "$VENV/bin/python" ] && [ -s "$jar" ]
+}
+
+write_manifest() {
+  local tmp="$ROOT/readers.json.tmp.$$" first=1 name jar
+  {
+    echo "{"
+    for name in $READERS; do
+      reader_ok "$name" || continue
+      jar="$(jar_path "${ARTIFACT[$name]}")"
+      [ $first -eq 1 ] || echo ","
+      first=0
+      printf '  "%s": {"python": "%s", "jar": "%s", "artifact": "%s", "pyspark": "%s"}' \
+        "$name" "$VENV/bin/python" "$jar" "${ARTIFACT[$name]}" "$PYSPARK_VERSION"
+    done
+    echo
+    echo "}"
+  } >"$tmp"
+  mv "$tmp" "$ROOT/readers.json"
+}
+
+mkdir -p "$ROOT" "$JARS"
+todo=()
+for name in $READERS; do
+  [ -n "${ARTIFACT[$name]:-}" ] || { echo "hudi-reference: unknown reader $name" >&2; exit 2; }
+  if reader_ok "$name"; then
+    say "$name: cached ($(cat "$ROOT/$name/stamp"))"
+  else
+    todo+=("$name")
+  fi
+done
+if [ ${#todo[@]} -eq 0 ]; then
+  write_manifest
+  exit 0
+fi
+
+# Java runs Spark; Maven fetches the bundles (both from Debian's packages when missing).
+need=()
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  say "installing ${need[*]} from Debian's packages"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c \
+  "import pyarrow, pyspark, sys; sys.exit(pyspark.__version__ != '$PYSPARK_VERSION')" 2>/dev/null; then
+  say "venv $VENV: pyspark $PYSPARK_VERSION and pyarrow present"
+else
+  say "venv $VENV: installing pyspark==$PYSPARK_VERSION and pyarrow (pip, a few minutes on first run)"
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "pyspark==$PYSPARK_VERSION" "pyarrow>=14"
+fi
+
+for name in "${todo[@]}"; do
+  coords="${ARTIFACT[$name]}"
+  jar="$(jar_path "$coords")"
+  if [ -s "$jar" ]; then
+    say "$name: $jar present"
+  else
+    say "$name: fetching $coords from Maven Central (mvn dependency:copy)"
+    log="$ROOT/mvn-$name.log"
+    mvn -B -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+      -Dartifact="$coords" -DoutputDirectory="$JARS" -Dmdep.overWriteReleases=false >"$log" 2>&1 ||
+      { tail -20 "$log" >&2; echo "hudi-reference: mvn could not fetch $coords (log: $log)" >&2; exit 1; }
+    [ -s "$jar" ] || { echo "hudi-reference: $jar missing after mvn" >&2; exit 1; }
+  fi
+  mkdir -p "$ROOT/$name"
+  echo "$RECIPE $VENV/bin/python $jar" >"$ROOT/$name/stamp"
+  say "$name: ready"
+done
+write_manifest
