@@ -1,4 +1,4 @@
-"""ZooKeeper (kazoo): kazoo's Lock recipe, pipelined, under a base path per table.
+"""ZooKeeper (kazoo): kazoo's Lock recipe, pipelined, with Curator's node names, at BASE_PATH/lock_key.
 
 SUSPENDED pauses protected writes until RECONNECTED (bounded by the session
 timeout); LOST means the session and its ephemeral lock node are gone, so the
@@ -137,8 +137,11 @@ class ZookeeperLock(LockProvider):
         self.token = None
 
     def _holder_node(self) -> str | None:
-        children = [c for c in self.client.get_children(self.path) if "__lock__" in c]
-        return min(children, key=lambda c: c[-10:]) if children else None
+        """The first contender, ours, kazoo's or Curator's (a Java Hudi writer's)."""
+        from locks.zookeeper_recipe import CONTENDER
+
+        children = [(m.group(1), c) for c in self.client.get_children(self.path) if (m := CONTENDER.search(c))]
+        return min(children)[1] if children else None
 
     def owner(self) -> OwnerInfo | None:
         self._ensure_started()
@@ -148,8 +151,8 @@ class ZookeeperLock(LockProvider):
         data, _ = self.client.get(f"{self.path}/{node}")
         try:
             holder = OwnerInfo.from_json(data)
-        except ValueError:
-            holder = OwnerInfo(host="?", pid=0)
+        except (ValueError, TypeError):  # not ours: Curator writes the client's IP address
+            holder = OwnerInfo(host=data.decode(errors="replace") or "?", pid=0)
         holder.token = int(node[-10:])
         return holder
 

@@ -3,9 +3,15 @@
 kazoo creates the contender node, waits for the answer, then lists the
 parent. ZooKeeper answers one session's requests in the order they were sent,
 so a listing sent right behind the create already holds the new node: an
-uncontended acquire takes one round trip instead of two. The node names are
-kazoo's (`<uuid>__lock__<sequence>`), so this recipe and kazoo's own queue as
-one: a process on an older release still excludes this one.
+uncontended acquire takes one round trip instead of two.
+
+The node names are Curator's (`_c_<uuid>-lock-<sequence>`, what Apache Hudi's
+ZookeeperBasedLockProvider creates through Curator's InterProcessMutex, which
+orders the children by the text after their last `lock-`), so a Java Hudi
+writer and this recipe queue as one. Contenders are the children ending in
+`lock-`, `__lock__` or `__rlock__` and a sequence number, ordered by it: nodes of
+kazoo's own Lock and of releases before this one are still waited for. Those
+see this recipe's nodes only with `extra_lock_patterns=["-lock-"]`.
 
 Every answer is awaited for a bounded time (kazoo queues a request sent while
 it reconnects until the connection is back), and a node whose create or
@@ -24,8 +30,8 @@ from kazoo.exceptions import ConnectionClosedError, KazooException, NoNodeError,
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.interfaces import IAsyncResult
 
-NODE_NAME = "__lock__"
-CONTENDER = re.compile(r"(?:__lock__|__rlock__)(-?\d{10})$")
+NODE_NAME = "-lock-"  # Curator's protected name: `_c_` + UUID + `-` + InterProcessMutex's `lock-`
+CONTENDER = re.compile(r"(?:lock-|__lock__|__rlock__)(-?\d{10})$")
 UNANSWERED = (KazooException, KazooTimeoutError)
 GONE_WITH_SESSION = (SessionExpiredError, ConnectionClosedError)  # an ephemeral node goes with its session
 RESEND_BACKOFF_S = 0.05
@@ -57,7 +63,7 @@ class PipelinedLock:
         started = time.monotonic()
         until = started + max(wait_s, answer_s)
         self._leave_unsure(until)
-        prefix = uuid.uuid4().hex + NODE_NAME
+        prefix = f"_c_{uuid.uuid4()}{NODE_NAME}"
         self._unsure = prefix
         created = self.client.create_async(f"{self.path}/{prefix}", data, ephemeral=True, sequence=True)
         listed = self.client.get_children_async(self.path)

@@ -64,7 +64,7 @@ def test_the_listing_is_sent_before_the_create_is_answered(zk_lock):
 def test_kazoo_recipe_and_the_pipelined_one_exclude_each_other(zk_lock, kazoo_client):
     from kazoo.exceptions import LockTimeout
 
-    theirs = kazoo_client.Lock(zk_lock.path, "kazoo")
+    theirs = kazoo_client.Lock(zk_lock.path, "kazoo", extra_lock_patterns=["-lock-"])  # sees Curator-named nodes
     assert theirs.acquire(timeout=10)
     with pytest.raises(LockError):
         zk_lock.acquire(timeout_s=0.5)
