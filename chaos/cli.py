@@ -270,10 +270,12 @@ def _generated(names: list[str], progress, seed: int, seeds: int, no_hudi: bool)
 
     out = {}
     for name in names:
-        runner = junk.run_seeds if name == "junk" else mdt_fuzz.run_seeds
+        run = junk.run_seed if name == "junk" else mdt_fuzz.run_seed
         task = progress.add_task(name, total=seeds)
         work = Path(tempfile.mkdtemp(prefix=f"tandem-{name}-"))
-        out[name] = runner(list(range(seed, seed + seeds)), work, not no_hudi, lambda _, t=task: progress.advance(t))
+        out[name] = junk.run_seeds(
+            run, list(range(seed, seed + seeds)), work, not no_hudi, lambda _, t=task: progress.advance(t)
+        )
     return out
 
 

@@ -21,8 +21,10 @@ import json
 import random
 import shutil
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -49,6 +51,7 @@ JUNK_KINDS = (
     "mdt-rollback-plan",
 )
 STEPS = ("recover", "upsert", "delete", "clean", "compact")
+R = TypeVar("R")
 
 
 @dataclass
@@ -106,6 +109,10 @@ class Model:
             fields.append(pa.field("bucket", pa.int64()))
         return pa.schema(fields)
 
+    def expected(self) -> dict[str, dict]:
+        """Key -> row as the checker's readers give them."""
+        return {k: {c: r.get(c) for c in self.schema().names} for k, r in self.rows.items()}
+
     def apply(self, data: pa.Table, operation: str) -> None:
         for row in data.to_pylist():
             if operation == "delete":
@@ -114,7 +121,7 @@ class Model:
                 self.rows[row[KEY]] = row
 
 
-def _write(table: Table, model: Model, keys: list[int], operation: str) -> None:
+def write(table: Table, model: Model, keys: list[int], operation: str) -> None:
     data = model.batch(keys)
     LocalWriter(table, coordinator=settings()).write(data, operation)
     model.apply(data, operation)
@@ -124,10 +131,10 @@ def build(base: str, layout: str, rng: random.Random) -> tuple[Table, Model]:
     """A table with history: several versions of some file groups, a delete, MDT deltacommits."""
     table = Table.create(base, "junk", [KEY], LAYOUTS[layout])
     model = Model(layout, rng)
-    _write(table, model, list(range(12)), "insert")
+    write(table, model, list(range(12)), "insert")
     for _ in range(rng.randint(2, 4)):
-        _write(table, model, rng.sample(range(16), rng.randint(1, 6)), "upsert")
-    _write(table, model, rng.sample(sorted(range(12)), 2), "delete")
+        write(table, model, rng.sample(range(16), rng.randint(1, 6)), "upsert")
+    write(table, model, rng.sample(sorted(range(12)), 2), "delete")
     return table, model
 
 
@@ -262,7 +269,7 @@ JUNK = {
 def _step(table: Table, model: Model, step: str, rng: random.Random) -> None:
     config = settings()
     if step in ("upsert", "delete"):
-        _write(table, model, rng.sample(range(16), rng.randint(1, 5)), step)
+        write(table, model, rng.sample(range(16), rng.randint(1, 5)), step)
         return
     lock = table_lock(table, config)
     try:
@@ -279,8 +286,7 @@ def _step(table: Table, model: Model, step: str, rng: random.Random) -> None:
 def check(table: Table, model: Model, use_hudi: bool) -> list[Violation]:
     """Every committed row readable by both readers; the MDT lists what storage holds."""
     table = Table.open(table.uri)
-    expected = {k: {c: r.get(c) for c in model.schema().names} for k, r in model.rows.items()}
-    return check_readers(table, KEY, expected, use_hudi) + check_listing(table, table.timeline())
+    return check_readers(table, KEY, model.expected(), use_hudi) + check_listing(table, table.timeline())
 
 
 def run_seed(seed: int, work: Path, use_hudi: bool = True, steps: int = 5) -> JunkResult:
@@ -307,22 +313,30 @@ def run_seed(seed: int, work: Path, use_hudi: bool = True, steps: int = 5) -> Ju
             if found:
                 result.violations += [{**asdict(v), "step": step} for v in found]
                 break
-    if result.violations:
-        result.kept_dir = str(base)
-    else:
-        shutil.rmtree(base, ignore_errors=True)
+    keep_if_violated(result, base)
     return result
 
 
-def run_seeds(seeds: list[int], work: Path, use_hudi: bool = True, on_result=None) -> list[JunkResult]:
+def run_seeds(
+    run: Callable[[int, Path, bool], R], seeds: list[int], work: Path, use_hudi: bool = True, on_result=None
+) -> list[R]:
+    """`run` (this module's `run_seed` or another generated scenario's) for each seed, reporting each result."""
     results = []
     for seed in seeds:
-        results.append(run_seed(seed, work, use_hudi))
+        results.append(run(seed, work, use_hudi))
         if on_result is not None:
             on_result(results[-1])
     return results
 
 
-def summary(results: list[JunkResult]) -> str:
+def summary(results: list) -> str:
     """One JSON line per seed with a violation (for reports and test failures)."""
     return "\n".join(json.dumps(r.to_dict()) for r in results if r.violations)
+
+
+def keep_if_violated(result: JunkResult, base: Path) -> None:
+    """A table with a violation is kept for replay; the others are removed."""
+    if result.violations:
+        result.kept_dir = str(base)
+    else:
+        shutil.rmtree(base, ignore_errors=True)

@@ -15,7 +15,6 @@ A damage that changes nothing the table means (a flipped bit in padding) passes 
 from __future__ import annotations
 
 import copy
-import json
 import random
 import shutil
 import warnings
@@ -23,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from chaos.checker import Violation, check_listing, check_readers
-from chaos.junk import KEY, Model, _write, settings
+from chaos.junk import KEY, Model, keep_if_violated, settings, write
 from coordinator.locking import table_lock
 from coordinator.services import compact
 from timeline.errors import TandemError
@@ -79,15 +78,15 @@ def build(base: str, rng: random.Random) -> tuple[Table, Model]:
     layout = rng.choice(["none", "one"])
     table = Table.create(base, "fuzz", [KEY], ["part"] if layout == "one" else [])
     model = Model(layout, rng)
-    _write(table, model, list(range(10)), "insert")
-    _write(table, model, rng.sample(range(14), 4), "upsert")
+    write(table, model, list(range(10)), "insert")
+    write(table, model, rng.sample(range(14), 4), "upsert")
     lock = table_lock(table, settings())
     try:
         compact(table, settings(), lock, force=True)
     finally:
         lock.close()
-    _write(table, model, rng.sample(range(14), 3), "upsert")
-    _write(table, model, rng.sample(range(10), 2), "delete")
+    write(table, model, rng.sample(range(14), 3), "upsert")
+    write(table, model, rng.sample(range(10), 2), "delete")
     return Table.open(base), model
 
 
@@ -146,7 +145,7 @@ def run_seed(seed: int, work: Path, use_hudi: bool = True, kind: str | None = No
         result.kind = rng.choice(sorted(k for k in files if k.startswith(kind or "")))
         result.file = rng.choice(sorted(files[result.kind]))
         result.damage = damage(table, result.file, rng.choice(DAMAGES), rng)
-        expected = {k: {c: r.get(c) for c in model.schema().names} for k, r in model.rows.items()}
+        expected = model.expected()
         try:
             seen = _rows(Table.open(str(base)))
             result.read = "rows"
@@ -157,7 +156,7 @@ def run_seed(seed: int, work: Path, use_hudi: bool = True, kind: str | None = No
         except Exception as err:
             result.violations.append(asdict(Violation("5-exit-codes", f"read: {type(err).__name__}: {err}")))
         try:
-            _write(Table.open(str(base)), model, rng.sample(range(14), 3), "upsert")
+            write(Table.open(str(base)), model, rng.sample(range(14), 3), "upsert")
             result.write = "committed"
         except TandemError as err:
             result.write = f"exit {err.exit_code}: {err}"
@@ -165,24 +164,7 @@ def run_seed(seed: int, work: Path, use_hudi: bool = True, kind: str | None = No
             result.violations.append(asdict(Violation("5-exit-codes", f"write: {type(err).__name__}: {err}")))
         if result.write == "committed":
             table = Table.open(str(base))
-            expected = {k: {c: r.get(c) for c in model.schema().names} for k, r in model.rows.items()}
-            found = check_readers(table, KEY, expected, use_hudi) + check_listing(table, table.timeline())
+            found = check_readers(table, KEY, model.expected(), use_hudi) + check_listing(table, table.timeline())
             result.violations += [asdict(v) for v in found]
-    if result.violations:
-        result.kept_dir = str(base)
-    else:
-        shutil.rmtree(base, ignore_errors=True)
+    keep_if_violated(result, base)
     return result
-
-
-def run_seeds(seeds: list[int], work: Path, use_hudi: bool = True, on_result=None) -> list[DamageResult]:
-    results = []
-    for seed in seeds:
-        results.append(run_seed(seed, work, use_hudi))
-        if on_result is not None:
-            on_result(results[-1])
-    return results
-
-
-def summary(results: list[DamageResult]) -> str:
-    return "\n".join(json.dumps(r.to_dict()) for r in results if r.violations)
