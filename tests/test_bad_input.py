@@ -194,6 +194,6 @@ def test_bad_input_file_exit_codes(table, tmp_path):
     result = tandem("write", table.uri, "--input", str(txt), "--operation", "insert")
     assert result.returncode == 2 and "unsupported format .txt" in result.stderr
     result = tandem("read", table.uri, "--as-of", "yesterday")
-    assert result.returncode == 2 and "not an instant time" in result.stderr
+    assert result.returncode == 2 and "--as-of: 'yesterday' is not a time" in result.stderr
     result = tandem("init", table.uri, "--name", "t", "--record-key", "id")
     assert result.returncode == 2 and "already a table" in result.stderr
