@@ -511,9 +511,12 @@ def metadata_repair(path: str, lock_uri: str | None, settings: tuple):
 def _repair_metadata(table: Table, config: CoordinatorConfig, lock) -> str:
     from coordinator.locking import held
     from timeline.mdt.bootstrap import repair
+    from timeline.table_config import clear_java_metadata_record
 
     with held(lock):
-        return repair(table.metadata(), table.config.name, table.timeline())
+        time = repair(table.metadata(), table.config.name, table.timeline())
+        clear_java_metadata_record(table.storage)  # after the rebuild: Java now finds no HFile MDT to open
+        return time
 
 
 @metadata.command(name="stats")

@@ -11,6 +11,7 @@ from timeline.storage import Storage
 
 HOODIE_DIR = ".hoodie"
 PROPERTIES_FILE = f"{HOODIE_DIR}/hoodie.properties"
+PROPERTIES_CRC = f"{HOODIE_DIR}/.hoodie.properties.crc"  # Hadoop's local checksum sidecar, when Java wrote it
 SUPPORTED_VERSION = "6"
 SUPPORTED_LAYOUT = "1"
 # Tandem's own record that the table has a metadata table, so a missing one is an error, not "none".
@@ -18,6 +19,11 @@ SUPPORTED_LAYOUT = "1"
 METADATA_ENABLED = "tandem.metadata.enabled"
 # The MDT index partitions every writer of the table maintains (a table property, not a writer's choice).
 METADATA_INDEXES = "tandem.metadata.indexes"
+# Java Hudi's record of its own (HFile) metadata table. A Java writer with the default
+# hoodie.metadata.enable=true that finds it empty rebuilds `.hoodie/metadata` in Hudi's format and sets it;
+# Tandem's MDT must never sit under it, or Java readers and writers open Tandem's parquet as HFile and fail.
+JAVA_METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+JAVA_METADATA_PARTITIONS_INFLIGHT = "hoodie.table.metadata.partitions.inflight"
 
 SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
@@ -33,9 +39,9 @@ KNOWN_KEYGENS = {
 
 
 def checksum(database: str, table: str) -> int:
-    """Hudi's table checksum: CRC32 of `<database>.<table>` (or `<table>`)."""
-    qualified = f"{database}.{table}" if database else table
-    return zlib.crc32(qualified.encode("utf-8"))
+    """Hudi's table checksum: CRC32 of `<database>.<table>`; the dot stays when the database is empty, as
+    Java writes it (`hoodie.database.name=` on a table its Spark writer created: CRC32 of `.<table>`)."""
+    return zlib.crc32(f"{database}.{table}".encode())
 
 
 def keygen_for(record_key_fields: list[str], partition_fields: list[str]) -> str:
@@ -72,6 +78,11 @@ class TableConfig:
     def metadata_indexes(self) -> list[str]:
         """Index partitions of the MDT (`column_stats`, `bloom_filters`) that writers keep up to date."""
         return [p for p in (self.raw.get(METADATA_INDEXES) or "").split(",") if p] if self.metadata_enabled else []
+
+    @property
+    def java_metadata_partitions(self) -> list[str]:
+        """The partitions of a metadata table Java Hudi built in its own format (empty: none)."""
+        return _split_fields(self.raw.get(JAVA_METADATA_PARTITIONS))
 
     @property
     def keygen_class(self) -> str:
@@ -171,8 +182,18 @@ def read_config(storage: Storage) -> TableConfig:
 
 
 def record_metadata_table(storage: Storage, enabled: bool) -> TableConfig:
-    """Set or clear `tandem.metadata.enabled` (clearing it also clears the indexes)."""
-    return _record(storage, {METADATA_ENABLED: "true"} if enabled else {METADATA_ENABLED: None, METADATA_INDEXES: None})
+    """Set or clear `tandem.metadata.enabled` (clearing it also clears the indexes and Java's MDT record)."""
+    if enabled:
+        return _record(storage, {METADATA_ENABLED: "true"})
+    gone = dict.fromkeys(
+        (METADATA_ENABLED, METADATA_INDEXES, JAVA_METADATA_PARTITIONS, JAVA_METADATA_PARTITIONS_INFLIGHT)
+    )
+    return _record(storage, gone)  # the folder is gone, whoever built it: no record may point at it
+
+
+def clear_java_metadata_record(storage: Storage) -> TableConfig:
+    """Remove Java Hudi's record of its metadata table (after Tandem rebuilt `.hoodie/metadata` in its own format)."""
+    return _record(storage, {JAVA_METADATA_PARTITIONS: None, JAVA_METADATA_PARTITIONS_INFLIGHT: None})
 
 
 def record_metadata_indexes(storage: Storage, indexes: list[str]) -> TableConfig:
@@ -195,5 +216,7 @@ def _record(storage: Storage, changes: dict[str, str | None]) -> TableConfig:
             props[key] = value
     if props == config.raw:
         return config
+    if not storage.is_s3:  # Hadoop's checksum of the old text (Java wrote it locally) would fail Java's next open
+        storage.discard(PROPERTIES_CRC)
     storage.write_bytes(PROPERTIES_FILE, properties.dumps(props).encode("utf-8"))
     return TableConfig.from_properties(props, storage.uri(PROPERTIES_FILE))

@@ -25,7 +25,7 @@ from timeline.instant import COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.mdt import layout
 from timeline.mdt.log import DATA, DecodedLog, LogBlock
 from timeline.mdt.table import MetadataTable
-from timeline.table_config import TableConfig, read_config
+from timeline.table_config import JAVA_METADATA_PARTITIONS, TableConfig, read_config
 
 if TYPE_CHECKING:
     from timeline.table import Table
@@ -63,6 +63,12 @@ def problems(mdt: MetadataTable, data_timeline: ActiveTimeline, recorded: bool, 
     mdt_timeline = mdt.timeline_if_exists()
     if mdt_timeline is None:
         return [f"{layout.MDT_PROPERTIES} is missing, but the table records a metadata table"] if recorded else []
+    java = read_config(mdt.data_storage).java_metadata_partitions
+    if java:  # Java Hudi built (or rebuilt over Tandem's) its own HFile MDT here: Tandem can neither read nor extend it
+        return [
+            f"{layout.MDT_DIR} is Java Hudi's own metadata table ({JAVA_METADATA_PARTITIONS}={','.join(java)}), "
+            "which Tandem neither reads nor keeps in sync"
+        ]
     slices = mdt.slices()
     base = layout.latest_completed_compaction(mdt_timeline)
     read = {base} | {i.time for i in layout.pending_compactions(mdt_timeline) if i.time > base}
