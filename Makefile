@@ -27,7 +27,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 test: $(STAMP) system-deps hudi-reference lint
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=15
 	$(MAKE) test-lowest
 
 # The suite's core on the lowest versions pyproject.toml accepts (a venv cached outside the repo).
