@@ -81,17 +81,8 @@ if [ ${#todo[@]} -eq 0 ]; then
   exit 0
 fi
 
-# Java runs Spark; Maven fetches the bundles (both from Debian's packages when missing).
-need=()
-command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
-command -v mvn >/dev/null 2>&1 || need+=(maven)
-if [ ${#need[@]} -gt 0 ]; then
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  say "installing ${need[*]} from Debian's packages"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+# Java (for Spark) and Maven (for the bundles) come from scripts/install-system-deps.sh.
+bash "$(dirname "${BASH_SOURCE[0]}")/install-system-deps.sh"
 
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c \
   "import pyarrow, pyspark, sys; sys.exit(pyspark.__version__ != '$PYSPARK_VERSION')" 2>/dev/null; then
