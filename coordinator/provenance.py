@@ -52,7 +52,7 @@ def undoable(timeline: ActiveTimeline, time: str, paths: Iterable[str]) -> list[
     """The paths that undoing instant `time` may delete; `timeline` must be read after `time` was decided."""
     paths = sorted(set(paths))
     if timeline.is_completed_or_archived(time):
-        refuse(paths, f"instant {time} is completed")
+        refuse(paths, f"instant {time} is completed or archived")
         return []
     mine = [p for p in paths if (f := _base_file(p)) is not None and f.instant == time]
     refuse(sorted(set(paths) - set(mine)), f"not written by instant {time}")
