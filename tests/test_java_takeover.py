@@ -67,6 +67,15 @@ def _upsert(model: dict, key, rows: pa.Table) -> None:
         model[key(r)] = (r["id"], r["region"], r["city"], r["fare"])
 
 
+def _java_writes_again(java_hudi, tmp_path: Path, path: str, model: dict, key, options: dict, name: str) -> None:
+    """A Java upsert of one more key (it rebuilds its own MDT); both Java reads and Tandem's equal the model."""
+    again = _rows((6, "x", "b", 6.0, 5))
+    java_hudi.write(path, again, "upsert", options)
+    _upsert(model, key, again)
+    assert _java_both(java_hudi, path) == {False: _model(model), True: _model(model)}
+    assert _tandem_rows(tmp_path, path, name) == _model(model)
+
+
 def _delete(model: dict, key, rows: pa.Table) -> None:
     for r in rows.to_pylist():
         model.pop(key(r), None)
@@ -134,11 +143,7 @@ def test_java_writes_a_tandem_table_then_tandem_takes_it_back(java_hudi, tmp_pat
     assert _java_both(java_hudi, path) == {False: _model(model), True: _model(model)}
 
     # and once more round: Java again (it rebuilds its MDT again), Tandem repairs again
-    again = _rows((6, "x", "b", 6.0, 5))
-    java_hudi.write(path, again, "upsert", java_options)
-    _upsert(model, key, again)
-    assert _java_both(java_hudi, path) == {False: _model(model), True: _model(model)}
-    assert _tandem_rows(tmp_path, path, "r3") == _model(model)
+    _java_writes_again(java_hudi, tmp_path, path, model, key, java_options, "r3")
     _ok("metadata", "repair", path)
     assert _tandem_rows(tmp_path, path, "r4") == _model(model)
 
@@ -203,11 +208,7 @@ def test_tandem_writes_a_java_written_table(java_hudi, tmp_path, layout):
     assert _java_both(java_hudi, path) == {False: _model(model), True: _model(model)}
 
     # Java writes again (it rebuilds its MDT over Tandem's), and every reader still sees the model
-    again = _rows((6, "x", "b", 6.0, 5))
-    java_hudi.write(path, again, "upsert", options)
-    _upsert(model, key, again)
-    assert _java_both(java_hudi, path) == {False: _model(model), True: _model(model)}
-    assert _tandem_rows(tmp_path, path, "t2") == _model(model)
+    _java_writes_again(java_hudi, tmp_path, path, model, key, options, "t2")
 
 
 # -- (c) a Java-written table with a feature Tandem lacks

@@ -53,17 +53,25 @@ def summary(found: list[str]) -> str:
     return found[0] + (f"; and {len(found) - 1} more problem(s)" if len(found) > 1 else "")
 
 
-def problems(mdt: MetadataTable, data_timeline: ActiveTimeline, recorded: bool, writing: bool = False) -> list[str]:
+def problems(
+    mdt: MetadataTable,
+    data_timeline: ActiveTimeline,
+    recorded: bool,
+    writing: bool = False,
+    config: TableConfig | None = None,
+) -> list[str]:
     """What makes the MDT unfit; empty when it is healthy (or the table has none).
 
     `recorded`: the table's properties say it has an MDT. `writing`: a writer asks,
     and an initialization a crash left pending is then no problem: the writer's
-    housekeeping finishes it before its deltacommit.
+    housekeeping finishes it before its deltacommit. `config`: the properties as the
+    caller just read them (else read here: a Java writer may have changed them since
+    the table was opened).
     """
     mdt_timeline = mdt.timeline_if_exists()
     if mdt_timeline is None:
         return [f"{layout.MDT_PROPERTIES} is missing, but the table records a metadata table"] if recorded else []
-    java = read_config(mdt.data_storage).java_metadata_partitions
+    java = (config or read_config(mdt.data_storage)).java_metadata_partitions
     if java:  # Java Hudi built (or rebuilt over Tandem's) its own HFile MDT here: Tandem can neither read nor extend it
         return [
             f"{layout.MDT_DIR} is Java Hudi's own metadata table ({JAVA_METADATA_PARTITIONS}={','.join(java)}), "
@@ -92,7 +100,7 @@ def check_writable(table: Table, data_timeline: ActiveTimeline | None = None) ->
     mdt = table.metadata()
     if not recorded and not mdt.exists():
         return config
-    found = problems(mdt, data_timeline or table.timeline(), recorded, writing=True)
+    found = problems(mdt, data_timeline or table.timeline(), recorded, writing=True, config=config)
     if found:
         raise MetadataUnhealthyError(
             f"metadata table unhealthy ({summary(found)}); refusing to write — {repair_hint(table.uri)}"
