@@ -135,6 +135,9 @@ class TableConfig:
         base_format = props.get("hoodie.table.base.file.format", "PARQUET").upper()
         if base_format != "PARQUET":
             raise UnsupportedTableError(f"{source}: base file format {base_format} is not supported (PARQUET only)")
+        missing = _features_missing(props)
+        if missing:
+            raise UnsupportedTableError(f"{source}: {'; '.join(missing)}")
         name = props.get("hoodie.table.name")
         if not name:
             raise BadInputError(f"{source}: hoodie.table.name is missing")
@@ -159,6 +162,24 @@ class TableConfig:
             table_type=table_type,
             raw=dict(props),
         )
+
+
+def _features_missing(props: dict[str, str]) -> list[str]:
+    """Table features Java Hudi may record that Tandem neither reads nor keeps up when it writes."""
+    found = []
+    if props.get("hoodie.bootstrap.base.path"):
+        found.append(
+            f"bootstrap tables are not supported (hoodie.bootstrap.base.path={props['hoodie.bootstrap.base.path']}: "
+            "their skeleton files hold only the record keys)"
+        )
+    if props.get("hoodie.table.cdc.enabled", "false").lower() == "true":
+        found.append("CDC tables are not supported (hoodie.table.cdc.enabled=true: Tandem writes no change logs)")
+    if props.get("hoodie.datasource.write.drop.partition.columns", "false").lower() == "true":
+        found.append(
+            "tables whose data files drop the partition columns are not supported "
+            "(hoodie.datasource.write.drop.partition.columns=true)"
+        )
+    return found
 
 
 def write_config(storage: Storage, config: TableConfig) -> None:

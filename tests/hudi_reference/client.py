@@ -7,6 +7,7 @@ import json
 import os
 import selectors
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -39,6 +40,19 @@ def installed_readers() -> dict[str, dict]:
         for name, spec in readers.items()
         if os.access(spec.get("python", ""), os.X_OK) and os.path.isfile(spec.get("jar", ""))
     }
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid`, deepest first (from /proc's children lists)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            found = _descendants(child) + [child] + found
+    return found
 
 
 class HudiError(Exception):
@@ -145,13 +159,16 @@ class HudiReference:
             return ""
         return "server log: " + text[-3000:]
 
-    def request(self, body: dict, timeout: float = REQUEST_TIMEOUT_S) -> dict:
+    def _send(self, body: dict) -> None:
         if self.process.poll() is not None:
             raise ReferenceDied(f"the Hudi reference is not running ({self.process.returncode}); {self._tail()}")
         self._next += 1
         body = {**body, "id": self._next}
         self.process.stdin.write((json.dumps(body) + "\n").encode())
         self.process.stdin.flush()
+
+    def request(self, body: dict, timeout: float = REQUEST_TIMEOUT_S) -> dict:
+        self._send(body)
         answer = self._receive(timeout)
         if answer.get("id") != self._next:
             raise ReferenceDied(f"answer {answer.get('id')} to request {self._next}")
@@ -187,26 +204,36 @@ class HudiReference:
             raise result
         return result
 
-    def write(self, path, rows: pa.Table, operation: str, options: dict, mode: str = "append") -> None:
-        """Hudi's Spark writer commits `rows` to the table at `path` (options: Hudi's write keys)."""
+    def _write_request(self, path, rows: pa.Table, operation: str, options: dict, mode: str) -> dict:
         self._reads += 1
         source = self.scratch / f"input-{self._reads}.parquet"
         pq.write_table(rows, source)
+        body = {"op": "write", "path": str(path), "input": str(source), "operation": operation}
+        return {**body, "options": options, "mode": mode}
+
+    def write(self, path, rows: pa.Table, operation: str, options: dict, mode: str = "append") -> None:
+        """Hudi's Spark writer commits `rows` to the table at `path` (options: Hudi's write keys)."""
+        body = self._write_request(path, rows, operation, options, mode)
         try:
-            answer = self.request(
-                {
-                    "op": "write",
-                    "path": str(path),
-                    "input": str(source),
-                    "operation": operation,
-                    "options": options,
-                    "mode": mode,
-                }
-            )
+            answer = self.request(body)
         finally:
-            source.unlink(missing_ok=True)
+            Path(body["input"]).unlink(missing_ok=True)
         if not answer.get("ok"):
             raise HudiError(answer.get("error", {}))
+
+    def start_write(self, path, rows: pa.Table, operation: str, options: dict) -> None:
+        """Send a write and return at once, for a test that then kills this session mid-write (`kill`)."""
+        self._send(self._write_request(path, rows, operation, options, "append"))
+
+    def kill(self) -> None:
+        """SIGKILL the Spark driver's JVM and then this session's Python, as a lost machine ends a Spark job:
+        no shutdown hook runs (pyspark's JVM would otherwise exit cleanly once its Python parent is gone)."""
+        for pid in _descendants(self.process.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._kill()
 
     def sql(self, text: str) -> list[dict]:
         answer = self.request({"op": "sql", "sql": text})
