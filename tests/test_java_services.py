@@ -1,6 +1,7 @@
 """Java Hudi's table services on a shared table, default settings but for retention: its clean, archival,
 clustering and insert_overwrite on a Tandem table; a Spark job SIGKILLed mid-write and Hudi's own rollback of it;
-a 1.x writer upgrading a table past version 6 (Hudi 1.2 writes version 9); and Java tables with features Tandem lacks (bootstrap, CDC).
+a 1.x writer upgrading a table past version 6 (Hudi 1.2 writes version 9); and Java tables with features Tandem
+lacks (bootstrap, CDC).
 
 After each, Tandem goes on (after `tandem metadata repair`, since Java rebuilt its own metadata table) or refuses
 in one line and changes nothing; every reader (Tandem, Java with its metadata table on and off) sees the model.
@@ -236,3 +237,47 @@ def test_java_tables_with_features_tandem_lacks_are_refused(java_hudi, tmp_path,
         lines = refused.stderr.strip().splitlines()
         assert refused.returncode == 2 and len(lines) == 1 and message in lines[0], (args, refused.stderr)
     assert snapshot(path) == before
+
+
+def _latest_commit(path: str) -> str:
+    return max(_completed(path, "commit") + _completed(path, "replacecommit"))
+
+
+def test_tandem_on_a_java_table_java_cleaned_archived_clustered_and_rolled_back(java_hudi, tmp_path):
+    """Java creates the table with its metadata table, runs every service on it and rolls a commit back; Tandem
+    takes it over; then a Java writer with its metadata table off (which deletes `.hoodie/metadata`, Tandem's
+    included), and Tandem again."""
+    path = str(tmp_path / "trips")
+    options = {**TRIPS, **RETAIN_LITTLE}
+    model: dict = {}
+    first = rows((1, "x", "a", 1.0, 1), (2, "x", "a", 2.0, 1), (3, "x", "b", 3.0, 1), (4, "x", "c", 4.0, 1))
+    java_hudi.write(path, first, "upsert", options)
+    upsert(model, key, first)
+    for i in range(2, 5):
+        java_hudi.write(path, rows((1, "x", "a", float(i), i)), "upsert", options)
+        upsert(model, key, rows((1, "x", "a", float(i), i)))
+    for i in (10, 11):
+        java_hudi.write(path, rows((i, "x", "a", float(i), i)), "bulk_insert", options)
+        upsert(model, key, rows((i, "x", "a", float(i), i)))
+    java_hudi.write(path, rows((12, "x", "a", 12.0, 12)), "insert", {**options, **CLUSTER_NOW})
+    upsert(model, key, rows((12, "x", "a", 12.0, 12)))
+    java_hudi.write(path, rows((20, "x", "b", 20.0, 13)), "insert_overwrite", options)
+    model = {k: v for k, v in model.items() if v[2] != "b"}
+    upsert(model, key, rows((20, "x", "b", 20.0, 13)))
+    java_hudi.write(path, rows((99, "x", "c", 99.0, 14)), "upsert", options)  # then rolled back by Java
+    java_hudi.sql(f"CREATE TABLE IF NOT EXISTS java_trips USING hudi LOCATION '{path}'")
+    java_hudi.sql(f"CALL rollback_to_instant(table => 'java_trips', instant_time => '{_latest_commit(path)}')")
+    java_hudi.sql("DROP TABLE java_trips")  # the catalog entry only; the files stay
+
+    assert _completed(path, "clean") and _completed(path, "rollback")
+    assert any(n.startswith(".commits_.archive") for n in os.listdir(Path(path) / ".hoodie" / "archived"))
+    assert sorted(_replaced_by_java(path).values()) == ["CLUSTER", "INSERT_OVERWRITE"]
+    assert_all_read(java_hudi, tmp_path, path, model, "java")
+    _tandem_takes_back(java_hudi, tmp_path, path, model, "tandem")
+
+    no_mdt = {**options, "hoodie.metadata.enable": "false"}
+    java_hudi.write(path, rows((5, "x", "c", 5.0, 70)), "upsert", no_mdt)
+    upsert(model, key, rows((5, "x", "c", 5.0, 70)))
+    assert "hoodie.table.metadata.partitions=" not in properties(path).replace("partitions=\n", "")
+    assert_all_read(java_hudi, tmp_path, path, model, "java-no-mdt")
+    _tandem_takes_back(java_hudi, tmp_path, path, model, "tandem-again")

@@ -15,6 +15,7 @@ from timeline.instant import (
     COMMIT,
     COMPACTION,
     REPLACE_COMMIT,
+    ROLLBACK,
     WRITE_ACTIONS,
     Instant,
     State,
@@ -121,11 +122,46 @@ class ActiveTimeline:
     def earliest_time(self) -> str:
         return self.instants[0].time if self.instants else ""
 
+    def earliest_write_time(self) -> str:
+        """Where the active timeline of writes starts: a write older than this was archived.
+
+        Hudi's `isBeforeTimelineStarts` on the commits timeline: Java's archival takes
+        cleans and rollbacks by their own counts, so an old rollback may stay
+        active after newer commits were archived; the earliest instant of any
+        action would then hide the archived commits' files. With no write
+        active, the earliest instant of any action.
+        """
+        return next((i.time for i in self.instants if i.action in WRITE_ACTIONS), self.earliest_time())
+
+    @cached_property
+    def _undone_times(self) -> frozenset[str]:
+        """Instants a rollback on this timeline undid or plans to undo; read only when an older file asks.
+
+        A damaged rollback file fails the read (CorruptInstantError names it):
+        without it nobody can say whose files it undid.
+        """
+        undone = set()
+        for instant in self.instants:
+            if instant.action != ROLLBACK:
+                continue
+            if instant.is_completed:
+                undone.update(self.avro(instant).get("commitsRollback") or [])
+            else:
+                target = self.avro(instant.with_state(State.REQUESTED)).get("instantToRollback") or {}
+                undone.add(target.get("commitTime"))
+        return frozenset(undone)
+
+    def undone_times(self) -> frozenset[str]:
+        return self._undone_times
+
     def is_completed_or_archived(self, time: str) -> bool:
-        """True if `time` is completed here, or older than the active timeline (archived)."""
+        """True if `time` is completed here, or older than the active timeline of writes (archived) and not
+        undone by a rollback still on it (a writer paused past its rollback may land a file afterwards)."""
         if time in self.completed_times():
             return True
-        return bool(self.instants) and time < self.earliest_time() and bool(self.archived_files)
+        if not self.instants or time >= self.earliest_write_time() or not self.archived_files:
+            return False
+        return time not in self.undone_times()
 
     # content -------------------------------------------------------------------
     def read(self, instant: Instant) -> bytes:

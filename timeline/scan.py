@@ -335,7 +335,7 @@ def _written_since(files: pa.Table, timeline: ActiveTimeline, since: str, until:
     """The files of the groups commits in (since, until] wrote; every file when the range reaches archived
     commits, whose write stats the active timeline no longer holds (Hudi's full-scan fallback): the rows are
     then chosen by their commit time alone."""
-    if timeline.instants and since < timeline.earliest_time() and timeline.archived_files:
+    if timeline.instants and since < timeline.earliest_write_time() and timeline.archived_files:
         return files
     touched = _groups_written(timeline, since, until)
     groups = pc.binary_join_element_wise(files.column("partition"), files.column("file_id"), "\x00")

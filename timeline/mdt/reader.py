@@ -247,8 +247,9 @@ class MetadataReader:
             return listing
         timeline = self.data_timeline
         if timeline.instants:
-            older = pc.fill_null(pc.less(instants, timeline.earliest_time()), False)
-            # the archive is listed only when a file older than the active timeline asks for it
+            older = pc.fill_null(pc.less(instants, timeline.earliest_write_time()), False)
+            # the archive is listed only when a file older than the active timeline asks for it (an undone
+            # instant's file is not here: its log block is not valid, see ActiveTimeline.is_completed_or_archived)
             if pc.any(pc.and_(older, pc.invert(keep))).as_py() and timeline.archived_files:
                 keep = pc.or_(keep, older)
         return listing.filter(keep)

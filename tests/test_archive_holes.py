@@ -1,0 +1,125 @@
+"""An old clean left on the active timeline after newer commits were archived.
+
+Java's archival takes cleans and rollbacks by their own counts, so a Java writer leaves such holes (seen in
+tests/test_java_services.py: a Java rollback stayed active while Tandem's commits after it were archived, and
+Tandem then read one row of six). Whether a file's instant is archived is judged, as Hudi's
+`isBeforeTimelineStarts` does, against the earliest *write* on the active timeline. The oracle is a model of
+the acknowledged upserts; every read path must equal it.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from coordinator.archival import archive_data, archive_metadata
+from coordinator.clean import clean
+from coordinator.config import CoordinatorConfig
+from coordinator.recovery import recover
+from coordinator.writer import LocalWriter
+from timeline.instant import CLEAN, COMMIT, Instant, State
+from timeline.mdt.health import MetadataFallbackWarning
+from timeline.reader import read_plan
+from timeline.scan import plan_scan
+from timeline.table import Table
+
+
+def _upsert(writer: LocalWriter, model: dict, rng: random.Random, step: int, keys: list[int] | None = None) -> None:
+    keys = keys or rng.sample(range(12), rng.randint(1, 5))
+    rows = [{"id": k, "part": "p9" if k >= 100 else f"p{k % 2}", "v": step} for k in keys]
+    writer.write(pa.Table.from_pylist(rows), "upsert")
+    model.update({r["id"]: step for r in rows})
+
+
+def _rows(table: Table, **kwargs) -> dict:
+    with warnings.catch_warnings():  # the MDT may be unhealthy now: its fallback to storage is a read path too
+        warnings.simplefilter("ignore", MetadataFallbackWarning)
+        return {r["id"]: r["v"] for r in read_plan(plan_scan(table, None, **kwargs), None).to_pylist()}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_an_old_clean_left_active_hides_no_archived_commit(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], precombine_field=None)
+    config = CoordinatorConfig(
+        lock_uri="memory",
+        commits_retained=1,
+        archive_min_commits=2,
+        archive_max_commits=3,
+        max_delta_commits=1,
+        auto_archive=False,
+    )
+    writer = LocalWriter(table, coordinator=config)
+    model: dict = {}
+    for step in range(rng.randint(3, 5)):  # the same keys: the first file versions are cleanable
+        _upsert(writer, model, rng, step, keys=[0, 1])
+    assert clean(table, config) is not None, "nothing to clean: the history is too short"
+    (old_clean,) = [i for i in table.timeline().completed() if i.action == CLEAN]
+    kept = {s: (Path(table.uri) / ".hoodie" / old_clean.with_state(s).file_name).read_bytes() for s in State}
+    _upsert(writer, model, rng, 9, keys=[100, 101])  # a file group no later commit touches, archived below
+    for step in range(10, 10 + rng.randint(4, 7)):
+        _upsert(writer, model, rng, step)
+        if rng.random() < 0.3:
+            clean(table, config)
+
+    archived = archive_data(table, config.archive_min_commits, config.archive_max_commits)
+    archive_metadata(table, config.archive_min_commits)
+    assert old_clean.time in archived and any(t > old_clean.time for t in archived), archived
+    for state, data in kept.items():  # as Java's archival would have left it
+        (Path(table.uri) / ".hoodie" / old_clean.with_state(state).file_name).write_bytes(data)
+    timeline = Table.open(table.uri).timeline()
+    assert timeline.earliest_time() == old_clean.time
+
+    reopened = Table.open(table.uri)
+    for source in ("auto", "storage"):
+        assert _rows(reopened, source=source) == model, source
+        assert _rows(reopened, since="2000-01-01", source=source) == model, source  # incremental, whole history
+        since_clean = {k: v for k, v in model.items() if v >= 9}  # what the commits after the clean wrote
+        assert _rows(reopened, since=old_clean.time, source=source) == since_clean, source
+
+
+def test_a_rolled_back_instant_stays_undone_while_its_rollback_is_active(tmp_path: Path) -> None:
+    """A write rolled back, every write before it archived, its rollback still active (Java keeps rollbacks by
+    count): a file a paused writer lands afterwards under the undone instant is not read as archived-completed."""
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], precombine_field=None)
+    config = CoordinatorConfig(
+        lock_uri="memory",
+        commits_retained=1,
+        archive_min_commits=2,
+        archive_max_commits=3,
+        max_delta_commits=1,
+        auto_archive=False,
+    )
+    writer = LocalWriter(table, coordinator=config)
+    model: dict = {}
+    rng = random.Random(7)
+    for step in range(3):
+        _upsert(writer, model, rng, step, keys=[0, 1])
+    undone = table.new_instant_time(table.timeline())  # a writer that began, wrote nothing yet, and is gone
+    table.timeline().create_requested(Instant(undone, COMMIT, State.REQUESTED))
+    table.storage.write_bytes(f".hoodie/{Instant(undone, COMMIT, State.INFLIGHT).file_name}", b"{}")
+    rollback = recover(table, config).rolled_back[undone]
+    for step in range(10, 14):
+        _upsert(writer, model, rng, step, keys=[2, 3])
+    rollback_files = {
+        p.name: p.read_bytes() for p in (Path(table.uri) / ".hoodie").iterdir() if p.name.split(".")[0] == rollback
+    }
+    archived = archive_data(table, 2, 3)
+    assert rollback_files and rollback in archived and max(archived) > rollback, archived
+    for name, data in rollback_files.items():
+        (Path(table.uri) / ".hoodie" / name).write_bytes(data)
+    timeline = Table.open(table.uri).timeline()
+    assert timeline.earliest_write_time() > undone and undone in timeline.undone_times()
+
+    # the paused writer lands its file now, named by its undone instant
+    some = next((Path(table.uri) / "p0").glob("*.parquet"))
+    zombie = some.with_name(f"{'9' * 8}-0000-0000-0000-000000000000-0_0-0-0_{undone}.parquet")
+    zombie.write_bytes(some.read_bytes())
+    reopened = Table.open(table.uri)
+    assert not reopened.timeline().is_completed_or_archived(undone)
+    for source in ("auto", "storage"):
+        assert _rows(reopened, source=source) == model, source
