@@ -225,6 +225,14 @@ class HudiReference:
         """Send a write and return at once, for a test that then kills this session mid-write (`kill`)."""
         self._send(self._write_request(path, rows, operation, options, "append"))
 
+    def finish_write(self, timeout: float = REQUEST_TIMEOUT_S) -> None:
+        """The answer to `start_write`: returns when Hudi committed, raises HudiError when it refused."""
+        answer = self._receive(timeout)
+        if answer.get("id") != self._next:
+            raise ReferenceDied(f"answer {answer.get('id')} to request {self._next}")
+        if not answer.get("ok"):
+            raise HudiError(answer.get("error", {}))
+
     def kill(self) -> None:
         """SIGKILL the Spark driver's JVM and then this session's Python, as a lost machine ends a Spark job:
         no shutdown hook runs (pyspark's JVM would otherwise exit cleanly once its Python parent is gone)."""
