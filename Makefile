@@ -22,9 +22,11 @@ hudi-reference: system-deps
 demo: $(STAMP) system-deps
 	$(VENV)/bin/tandem demo
 
+# ruff, then the import layering: production never imports chaos, tests or bench, and no module import cycle.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) scripts/check_imports.py
 
 test: $(STAMP) system-deps hudi-reference lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=15

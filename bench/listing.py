@@ -37,17 +37,17 @@ from pathlib import Path
 
 from bench.report import interleaved, summarize, write_report
 from coordinator.archival import archive
-from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
+from coordinator.services import clean
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.file_names import base_file_name, new_file_id, write_token
 from timeline.instant import CLOCK, COMMIT, Instant, State
 from timeline.mdt import layout
 from timeline.mdt import records as mdt_records
-from timeline.mdt.bootstrap import list_storage
 from timeline.mdt.compaction import execute, run_pending, schedule
 from timeline.mdt.maintenance import housekeeping
 from timeline.mdt.reader import MetadataReader
+from timeline.mdt.storage_listing import list_storage
 from timeline.table import Table
 
 FILES_PER_PARTITION = 10
@@ -362,9 +362,9 @@ def steady_growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int
     """
     import pyarrow as pa
 
-    from coordinator.clean import clean
     from coordinator.config import CoordinatorConfig
     from coordinator.locking import table_lock
+    from coordinator.services import clean
     from coordinator.writer import LocalWriter
 
     table = Table.create(base, "steady", ["id"], ["p"], hive_style=False)

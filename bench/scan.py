@@ -394,7 +394,7 @@ def s3_part(workdir: Path, shape: Shape, repeats: int) -> dict:
 
     import timeline.storage as storage_module
     from chaos.servers import MotoServer
-    from timeline.mdt.bootstrap import list_storage
+    from timeline.mdt.storage_listing import list_storage
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")

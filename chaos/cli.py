@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
-from chaos.crash_points import REGISTRY
+from timeline.crash_points import REGISTRY
 
 console = Console(stderr=True)
 SCHEDULE_SCENARIOS = {

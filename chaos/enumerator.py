@@ -29,12 +29,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from chaos import crash_points, s3, storage_faults
+from chaos import s3, storage_faults
 from chaos.checker import Violation, check_indexes, check_listing, check_readers, check_table
 from chaos.s3 import S3Place
 from chaos.scenarios import KEY, SCENARIOS, Scenario, config, rows, run_service, use_s3_lock, write
 from coordinator.locking import table_lock
 from coordinator.services import recover_table
+from timeline import crash_points
 from timeline.instant import WRITE_ACTIONS
 from timeline.reader import read_view
 from timeline.table import HEARTBEAT_DIR, Table

@@ -29,10 +29,9 @@ from typing import TypeVar
 import pyarrow as pa
 
 from chaos.checker import Violation, check_listing, check_readers
-from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
 from coordinator.locking import table_lock
-from coordinator.services import compact, recover_table
+from coordinator.services import clean, compact, recover_table
 from coordinator.writer import LocalWriter
 from timeline import avro_metadata, outcome
 from timeline.errors import TandemError

@@ -58,7 +58,6 @@ from chaos.checker import (
     check_table,
     hudi_rows,
 )
-from chaos.crash_points import CRASH_EXIT_CODE
 from chaos.enumerator import expire_heartbeats
 from chaos.scenarios import run_service
 from chaos.servers import MotoServer, ZooKeeperServer
@@ -69,6 +68,7 @@ from coordinator.services import recover_table
 from coordinator.writer import LocalWriter
 from locks.base import LockProvider
 from locks.config import open_lock
+from timeline.crash_points import CRASH_EXIT_CODE
 from timeline.errors import TandemError
 from timeline.mdt import layout
 from timeline.reader import read_view

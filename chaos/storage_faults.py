@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos import crash_points
-from chaos.crash_points import CRASH_EXIT_CODE
+from timeline import crash_points
+from timeline.crash_points import CRASH_EXIT_CODE
 from timeline.storage import Storage
 
 MUTATIONS = ("create_if_absent", "write_bytes", "delete", "discard", "discard_all", "delete_dir", "move", "open_output")

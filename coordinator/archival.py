@@ -25,11 +25,11 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from chaos.crash_points import crash_point, register
 from coordinator import conflicts
 from timeline import outcome, partition_path
 from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
+from timeline.crash_points import crash_point, register
 from timeline.errors import CorruptInstantError
 from timeline.instant import DELTA_COMMIT, ROLLBACK, WRITE_ACTIONS, Instant, State
 from timeline.mdt import compaction, layout

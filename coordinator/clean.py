@@ -5,7 +5,9 @@ the files outside it (a heartbeat marks the clean as alive meanwhile), then
 under the lock mirror the deletions into the MDT as deltacommit K and complete
 `K.clean`. The plan only proposes: a file is deleted only when
 `provenance.cleanable` shows a newer completed version supersedes it, so a
-crafted or stale plan never takes a file of the latest snapshot.
+crafted or stale plan never takes a file of the latest snapshot. Recovery
+finishes a clean its worker abandoned (`resume`); `coordinator.services.clean`
+runs one as a table service.
 """
 
 from __future__ import annotations
@@ -13,15 +15,14 @@ from __future__ import annotations
 import time as clock
 from collections import defaultdict
 
-from chaos.crash_points import crash_point, register
 from coordinator import provenance
-from coordinator.config import CoordinatorConfig
-from coordinator.heartbeat import Heartbeat, heartbeat_path
-from coordinator.locking import held, table_lock
+from coordinator.heartbeat import heartbeat_path
+from coordinator.locking import held
 from coordinator.rollback import mirror_deltacommit
 from locks.base import LockProvider
 from timeline import avro_metadata
 from timeline.active_timeline import ActiveTimeline
+from timeline.crash_points import crash_point, register
 from timeline.errors import BadInputError
 from timeline.file_names import BaseFile, group_by_partition
 from timeline.fs_view import FileSystemView
@@ -67,31 +68,8 @@ def plan_files(view: FileSystemView, timeline: ActiveTimeline, policy: str, reta
     return sorted(doomed), earliest
 
 
-def clean(table: Table, config: CoordinatorConfig | None = None, lock: LockProvider | None = None) -> str | None:
-    """Plan and run one clean under `lock` (the configured one if None); None when nothing to delete."""
-    from coordinator.recovery import roll_back_orphans
-
-    config = config or CoordinatorConfig()
-    provider = lock or table_lock(table, config)
-    try:
-        with held(provider):
-            roll_back_orphans(table, config)
-            requested = _plan(table, config.clean_policy, config.retained)
-            if requested is None:
-                return None
-            heartbeat = Heartbeat.from_config(table.storage, requested.time, config)
-            heartbeat.start()
-        try:
-            resume(table, requested, provider)
-        finally:
-            heartbeat.stop()
-        return requested.time
-    finally:
-        if lock is None:
-            provider.close()
-
-
-def _plan(table: Table, policy: str, retained: int) -> Instant | None:
+def schedule(table: Table, policy: str, retained: int) -> Instant | None:
+    """Write the plan `K.clean.requested` (under the lock); None when nothing is to be deleted."""
     timeline = table.timeline()
     view = table.view()
     paths, earliest = plan_files(view, timeline, policy, retained)

@@ -26,7 +26,8 @@ from timeline.errors import (
 )
 
 # Start-up: the module level imports only what every command needs; the rest (pyarrow, rich, the timeline, the
-# writer, chaos) is imported inside the command that uses it, so `--help` and light commands start fast.
+# writer) is imported inside the command that uses it, and chaos through its entry point when one of its commands
+# is looked up, so `--help` and light commands start fast.
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -675,7 +676,7 @@ def recover(path: str, lock_uri: str | None, settings: tuple):
 @coordinator_options
 def clean(path: str, policy: str | None, retained: int | None, lock_uri: str | None, settings: tuple):
     """Delete file versions no longer needed, mirrored into the metadata table."""
-    from coordinator.clean import clean as run_clean
+    from coordinator.services import clean as run_clean
 
     time = _run_locked(path, _clean_config(_config(lock_uri, settings), policy, retained), run_clean)
     click.echo(f"cleaned at {time}" if time else "nothing to clean")
@@ -830,21 +831,28 @@ def demo(path: str | None, batches: int, rows: int):
     run_demo(path, _console(), batches, rows)
 
 
-class _ChaosGroup(click.Group):
-    """`tandem chaos`, whose commands live in chaos.cli: imported when one is looked up, not for `tandem --help`."""
+class _PluginGroup(click.Group):
+    """A group whose commands live above production (`tandem chaos`: chaos.cli), found through the `tandem.commands`
+    entry point of its name: the coordinator never imports chaos, and `tandem --help` loads nothing of it."""
+
+    def _source(self) -> click.Group | None:
+        from importlib.metadata import entry_points
+
+        found = entry_points(group="tandem.commands", name=self.name)
+        return next(iter(found)).load() if found else None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from chaos.cli import chaos
-
-        return chaos.list_commands(ctx)
+        source = self._source()
+        return source.list_commands(ctx) if source else []
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        from chaos.cli import chaos
+        source = self._source()
+        if source is None:
+            raise click.UsageError(f"`tandem {self.name}` is not installed (`pip install -e .` registers it)")
+        return source.get_command(ctx, cmd_name)
 
-        return chaos.get_command(ctx, cmd_name)
 
-
-@cli.group(name="chaos", cls=_ChaosGroup)
+@cli.group(name="chaos", cls=_PluginGroup)
 def chaos_group() -> None:  # the help of chaos.cli's group (a copy, see OPERATIONS)
     """Crash the protocols at every step and check the invariants after recovery."""
 

@@ -29,7 +29,6 @@ from timeline import outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, Instant, is_instant_time
 from timeline.mdt.compaction import plan_orphan_seal
-from timeline.mdt.health import check_writable
 from timeline.mdt.index_build import catch_up
 from timeline.mdt.maintenance import Housekeeping, housekeeping
 from timeline.table import TEMP_DIR, Table
@@ -134,7 +133,7 @@ def recover(table: Table, config: CoordinatorConfig | None = None) -> RecoveryRe
     mdt = table.metadata()
     if mdt.exists():
         timeline = table.timeline()
-        check_writable(table, timeline)  # housekeeping may compact: never over a damaged MDT
+        table.check_writable(timeline)  # housekeeping may compact: never over a damaged MDT
         report.metadata = housekeeping(mdt, timeline, config.max_delta_commits)
         report.indexed = catch_up(mdt, timeline)
     return report

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import time as clock
 
-from chaos.crash_points import crash_point, register
 from coordinator import markers, provenance
 from timeline import avro_metadata, outcome
 from timeline.active_timeline import ActiveTimeline
+from timeline.crash_points import crash_point, register
 from timeline.errors import TandemError
 from timeline.file_names import group_by_partition
 from timeline.fs_view import list_base_files

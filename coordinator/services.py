@@ -1,21 +1,23 @@
 """Table services run as their own steps (CLI verbs and workers), each taking the lock itself.
 
 MDT compaction follows DESIGN §5: schedule under the lock, merge outside it,
-publish and complete under it. Recovery and archival run wholly under the lock.
+publish and complete under it. A clean plans and completes under the lock and
+deletes outside it. Recovery and archival run wholly under the lock.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from coordinator import clean as clean_service
 from coordinator.archival import ArchivalReport, archive
 from coordinator.config import CoordinatorConfig
-from coordinator.locking import held
-from coordinator.recovery import RecoveryReport, recover
+from coordinator.heartbeat import Heartbeat
+from coordinator.locking import held, table_lock
+from coordinator.recovery import RecoveryReport, recover, roll_back_orphans
 from locks.base import LockProvider
 from timeline.errors import BadInputError
 from timeline.mdt import compaction, layout
-from timeline.mdt.health import check_writable
 from timeline.mdt.maintenance import roll_back_failed_writes
 from timeline.table import Table
 
@@ -36,7 +38,7 @@ def compact(table: Table, config: CoordinatorConfig, lock: LockProvider, force: 
     report = CompactionReport()
     with held(lock):
         timeline = table.timeline()
-        check_writable(table, timeline)  # compacting a damaged MDT would bake the damage into a base file
+        table.check_writable(timeline)  # compacting a damaged MDT would bake the damage into a base file
         report.rolled_back = roll_back_failed_writes(mdt, timeline)
         compaction.plan_orphan_seal(mdt)
         if force or compaction.is_due(mdt, config.max_delta_commits):
@@ -55,6 +57,28 @@ def compact(table: Table, config: CoordinatorConfig, lock: LockProvider, force: 
         with held(lock):
             report.cleaned_files = len(compaction.clean(mdt, table.timeline()))
     return report
+
+
+def clean(table: Table, config: CoordinatorConfig | None = None, lock: LockProvider | None = None) -> str | None:
+    """Plan and run one clean under `lock` (the configured one if None); None when nothing to delete."""
+    config = config or CoordinatorConfig()
+    provider = lock or table_lock(table, config)
+    try:
+        with held(provider):
+            roll_back_orphans(table, config)
+            requested = clean_service.schedule(table, config.clean_policy, config.retained)
+            if requested is None:
+                return None
+            heartbeat = Heartbeat.from_config(table.storage, requested.time, config)
+            heartbeat.start()
+        try:
+            clean_service.resume(table, requested, provider)
+        finally:
+            heartbeat.stop()
+        return requested.time
+    finally:
+        if lock is None:
+            provider.close()
 
 
 def recover_table(table: Table, config: CoordinatorConfig, lock: LockProvider) -> RecoveryReport:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import posixpath
 
-from chaos.crash_points import crash_point, register
 from coordinator import conflicts, markers, provenance
 from coordinator.archival import archive
 from coordinator.config import CoordinatorConfig
@@ -25,13 +24,13 @@ from locks.base import LockProvider
 from timeline import outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata
+from timeline.crash_points import crash_point, register
 from timeline.errors import ConflictError, FencedError, LockError, TandemError
 from timeline.instant import COMMIT, WRITE_ACTIONS, Instant, State
 from timeline.mdt import index_build
 from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import records as mdt_records
 from timeline.mdt.bootstrap import initialize
-from timeline.mdt.health import check_writable
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS
 from timeline.mdt.maintenance import housekeeping
 from timeline.mdt.reader import MetadataReader
@@ -109,7 +108,7 @@ class Transaction:
             with reuse_reads():  # each timeline and listing read once until something is written
                 timeline = roll_back_orphans(self.table, self.config).timeline
                 self._build_metadata_table_if_missing(timeline)
-                self.table.config = check_writable(self.table, timeline)
+                self.table.config = self.table.check_writable(timeline)
                 self._apply_index_settings(timeline)
                 crash_point(BEGIN_LOCKED)
                 self.seen = timeline.completed_times()
@@ -214,7 +213,7 @@ class Transaction:
                     try:
                         self._check_still_ours(timeline)
                         self._check_conflicts(timeline, metadata)
-                        check_writable(self.table, timeline)
+                        self.table.check_writable(timeline)
                     except TandemError:
                         self._undo()
                         raise

@@ -13,10 +13,9 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
 from coordinator.locking import table_lock
-from coordinator.services import compact
+from coordinator.services import clean, compact
 from locks.base import LockProvider
 from timeline.errors import BadInputError, TandemError
 from timeline.table import Table

@@ -24,16 +24,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from chaos import crash_points
-from chaos.crash_points import crash_point
 from coordinator.column_names import check_input_columns, unused_name
 from coordinator.config import OPERATIONS, CoordinatorConfig
 from coordinator.transaction import WRITE_FILE, Transaction
 from locks.base import LockProvider
-from timeline import keys
+from timeline import crash_points, keys
 from timeline.active_timeline import ActiveTimeline
 from timeline.avro_schema import arrow_to_avro, avro_to_arrow, records_zones
 from timeline.commit_metadata import CommitMetadata, WriteStat
+from timeline.crash_points import crash_point
 from timeline.errors import BadInputError, ConflictError
 from timeline.file_names import PARTITION_METADATA, BaseFile, base_file_name, new_file_id, write_token
 from timeline.fs_view import FileSystemView

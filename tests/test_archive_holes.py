@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 
 from coordinator.archival import archive_data, archive_metadata
-from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
 from coordinator.recovery import recover
+from coordinator.services import clean
 from coordinator.writer import LocalWriter
 from timeline.instant import CLEAN, COMMIT, Instant, State
 from timeline.mdt.health import MetadataFallbackWarning

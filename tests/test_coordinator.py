@@ -13,15 +13,14 @@ import pyarrow as pa
 import pytest
 
 from chaos.checker import check_table
-from chaos.crash_points import SimulatedCrash, simulate
 from coordinator.archival import read_bundle
-from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
 from coordinator.heartbeat import is_expired
-from coordinator.services import CompactionReport
+from coordinator.services import CompactionReport, clean
 from coordinator.transaction import TOKEN_KEY, Transaction
 from coordinator.writer import LocalWriter
 from tests.conftest import FAST_FILE_LOCK, tandem, wait_until
+from timeline.crash_points import SimulatedCrash, simulate
 from timeline.errors import BadInputError, ConflictError, TandemError
 from timeline.table import Table
 

@@ -19,7 +19,6 @@ import pyarrow as pa
 import pytest
 
 from chaos.checker import check_table
-from chaos.crash_points import SimulatedCrash, observe, simulate
 from coordinator import archival
 from coordinator import rollback as rollback_service
 from coordinator.config import CoordinatorConfig
@@ -28,6 +27,7 @@ from coordinator.transaction import Transaction
 from coordinator.writer import LocalWriter
 from locks.base import LockProvider, OwnerInfo
 from timeline import outcome
+from timeline.crash_points import SimulatedCrash, observe, simulate
 from timeline.errors import ConflictError, TandemError
 from timeline.instant import ROLLBACK
 from timeline.mdt import compaction

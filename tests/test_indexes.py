@@ -14,10 +14,9 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
 from coordinator.locking import table_lock
-from coordinator.services import compact
+from coordinator.services import clean, compact
 from coordinator.writer import LocalWriter
 from tests.conftest import hudi_read, tandem, unzip_fixture
 from timeline.mdt import index_build, layout

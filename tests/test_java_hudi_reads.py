@@ -150,8 +150,8 @@ def cleaned_history(tmp_path):
     """Three upserts of the same key (three versions of one file group), then a clean keeping the last commit."""
     import random
 
-    from coordinator.clean import clean
     from coordinator.config import CoordinatorConfig
+    from coordinator.services import clean
     from coordinator.writer import LocalWriter
     from timeline.table import Table
 

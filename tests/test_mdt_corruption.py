@@ -18,13 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from chaos.crash_points import SimulatedCrash, simulate
-from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
 from coordinator.recovery import recover
+from coordinator.services import clean
 from coordinator.writer import LocalWriter
 from tests.conftest import hudi_read, rows_by_key, tandem, unzip_fixture
 from timeline import properties
+from timeline.crash_points import SimulatedCrash, simulate
 from timeline.mdt import compaction, layout
 from timeline.mdt.bootstrap import initialize, validate
 from timeline.mdt.log import DATA, MAGIC, LogBlock, encode_log
@@ -205,11 +205,11 @@ def test_library_view_reports_the_fallback(damaged):
 
 
 def test_check_writable_refuses_naming_the_problem_and_repair(damaged):
-    from timeline.mdt.health import MetadataUnhealthyError, check_writable
+    from timeline.mdt.health import MetadataUnhealthyError
 
     base, reason = damaged
     with pytest.raises(MetadataUnhealthyError, match="tandem metadata repair") as refused:
-        check_writable(Table.open(base))
+        Table.open(base).check_writable()
     assert reason in str(refused.value) and refused.value.exit_code == 2
 
 
@@ -246,8 +246,6 @@ def _problems(table: Table) -> list[str]:
 
 
 def test_crashed_and_rolled_back_writes_leave_a_healthy_metadata_table(templates, tmp_path):
-    from timeline.mdt.health import check_writable
-
     base = tmp_path / "t"
     shutil.copytree(templates["logs"], base)
     table = Table.open(str(base))
@@ -256,7 +254,7 @@ def test_crashed_and_rolled_back_writes_leave_a_healthy_metadata_table(templates
         writer.write(pa.table({"id": [2], "city": ["a"], "v": [9]}), "upsert")
     assert table.metadata().timeline().completed()[-1].time == table.timeline().pending()[0].time
     assert _problems(table) == []
-    check_writable(table)
+    table.check_writable()
     torn = encode_log([LogBlock("20990101000000000", DATA, [{"key": "x", "type": 2, "filesystemMetadata": {}}])])
     current = layout.writer_slice(table.metadata().timeline())
     top = table.metadata().slices()[current].max_version
@@ -354,7 +352,7 @@ def test_a_long_running_write_that_lands_in_a_newer_slice_is_checked(tmp_path):
 
 
 def test_an_interrupted_initialization_is_not_read_but_the_next_write_finishes_it(tmp_path):
-    from timeline.mdt.health import MetadataFallbackWarning, check_writable
+    from timeline.mdt.health import MetadataFallbackWarning
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], with_metadata=False)
     writer = LocalWriter(table, coordinator=CoordinatorConfig(metadata_enabled=False))  # no MDT built by the write
@@ -364,7 +362,7 @@ def test_an_interrupted_initialization_is_not_read_but_the_next_write_finishes_i
     table = Table.open(table.uri)
     (problem,) = _problems(table)
     assert "initialization" in problem and "did not complete" in problem
-    check_writable(table)  # the writer's housekeeping completes the initialization first
+    table.check_writable()  # the writer's housekeeping completes the initialization first
     with pytest.warns(MetadataFallbackWarning):  # the upsert plans from storage
         LocalWriter(table).write(pa.table(UPSERTS[0]), "upsert")
     assert _problems(table) == [] and validate(table.metadata(), table.timeline()).errors == 0
@@ -449,7 +447,7 @@ def test_repair_refuses_while_data_instants_are_pending(templates, tmp_path):
 
 def test_s3_table_with_lost_logs_falls_back_and_is_repaired(s3_base):
     from timeline.mdt.bootstrap import repair
-    from timeline.mdt.health import MetadataFallbackWarning, MetadataUnhealthyError, check_writable
+    from timeline.mdt.health import MetadataFallbackWarning, MetadataUnhealthyError
 
     table = Table.create(s3_base, "t", ["id"], ["city"])
     writer = LocalWriter(table, coordinator=CoordinatorConfig(lock_uri="memory"))
@@ -464,6 +462,6 @@ def test_s3_table_with_lost_logs_falls_back_and_is_repaired(s3_base):
     assert view.source == "storage" and "more problem" in view.fallback_reason
     assert {r["id"]: r["v"] for r in read_view(table, view).to_pylist()} == COMMITTED
     with pytest.raises(MetadataUnhealthyError):
-        check_writable(table)
+        table.check_writable()
     repair(mdt, "t", table.timeline())
     assert _problems(table) == [] and table.view().source == "metadata"

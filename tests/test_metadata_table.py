@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaos.crash_points import SimulatedCrash, simulate
-from coordinator.clean import clean
 from coordinator.config import CoordinatorConfig
 from coordinator.recovery import recover
+from coordinator.services import clean
 from coordinator.writer import LocalWriter
 from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, tandem, unzip_fixture
+from timeline.crash_points import SimulatedCrash, simulate
 from timeline.errors import BadInputError, TandemError
 from timeline.mdt import compaction, layout
 from timeline.mdt.bootstrap import initialize, validate

@@ -240,6 +240,27 @@ class Table:
         warnings.warn(health.fallback_message(reason, self.uri), health.MetadataFallbackWarning, stacklevel=3)
         return ListingSource(timeline, None, reason)
 
+    def check_writable(self, data_timeline: ActiveTimeline | None = None) -> TableConfig:
+        """Refuse to write on an unhealthy MDT (`listing_source` is the readers' side); call under the lock
+        at begin and again at commit.
+
+        The table's config is read afresh and returned: a long-lived `Table` may
+        predate a `metadata create` or `metadata delete` (of the MDT or of an index)
+        by another process.
+        """
+        config = read_config(self.storage)
+        recorded = config.metadata_enabled
+        mdt = self.metadata()
+        if not recorded and not mdt.exists():
+            return config
+        found = health.problems(mdt, data_timeline or self.timeline(), recorded, writing=True, config=config)
+        if found:
+            reason = health.summary(found)
+            raise health.MetadataUnhealthyError(
+                f"metadata table unhealthy ({reason}); refusing to write — {health.repair_hint(self.uri)}"
+            )
+        return config
+
 
 @dataclass(frozen=True)
 class ListingSource:

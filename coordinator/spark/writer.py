@@ -35,7 +35,6 @@ from pyspark.sql.column import Column
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StringType, StructField, StructType
 
-from chaos.crash_points import crash_point
 from coordinator import markers
 from coordinator.column_names import check_input_columns
 from coordinator.config import CoordinatorConfig
@@ -59,6 +58,7 @@ from locks.base import LockProvider
 from timeline import keys, partition_path
 from timeline.avro_schema import arrow_to_avro
 from timeline.commit_metadata import WriteStat
+from timeline.crash_points import crash_point
 from timeline.errors import BadInputError
 from timeline.file_names import BaseFile, write_token
 from timeline.fs_view import FileSystemView

@@ -399,7 +399,7 @@ class Sequence:
             return
         self.flush(final=False)  # clean and archival make old instants unreadable: read them before
         if op == "clean":
-            from coordinator.clean import clean
+            from coordinator.services import clean
 
             policy = self.rng.choice(["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"])
             from dataclasses import replace

@@ -9,41 +9,16 @@ import pyarrow as pa
 
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import BadInputError
-from timeline.file_names import PARTITION_METADATA, split_path
-from timeline.fs_view import list_table_files, parse_listing
 from timeline.instant import COMPACTION, Instant, State
 from timeline.mdt import health
 from timeline.mdt import records as rec
 from timeline.mdt.compaction import execute
 from timeline.mdt.index_build import index_all
-from timeline.mdt.reader import LISTING_SCHEMA, MetadataReader
+from timeline.mdt.reader import MetadataReader
+from timeline.mdt.storage_listing import list_storage
 from timeline.mdt.table import MetadataTable
 from timeline.metrics import INITIALIZE, METRICS, VALIDATE_ERRORS
-from timeline.storage import Storage
 from timeline.table_config import read_config, record_metadata_table
-
-
-def list_storage(storage: Storage, data_timeline: ActiveTimeline) -> pa.Table:
-    """(partition, file, size) of every base file of a completed instant, listed in parallel."""
-    entries = list_table_files(storage)
-    files = [f for f in parse_listing(entries) if data_timeline.is_completed_or_archived(f.instant)]
-    partitions = {split_path(e.path)[0] for e in entries if e.path.endswith(PARTITION_METADATA)}
-    partitions |= {f.partition for f in files}
-    table = pa.Table.from_pylist(
-        [{"partition": f.partition, "file": f.name, "size": f.size} for f in files], schema=LISTING_SCHEMA
-    )
-    return table.replace_schema_metadata({"partitions": json.dumps(sorted(partitions))})
-
-
-def storage_records(storage: Storage, data_timeline: ActiveTimeline) -> dict[str, dict]:
-    listing = list_storage(storage, data_timeline)
-    partitions = json.loads(listing.schema.metadata[b"partitions"])
-    by_partition: dict[str, dict[str, int]] = {p: {} for p in partitions}
-    for row in listing.to_pylist():
-        by_partition.setdefault(row["partition"], {})[row["file"]] = row["size"]
-    records = {rec.partition_key(p): rec.file_list(p, files) for p, files in by_partition.items()}
-    records[rec.ALL_PARTITIONS] = rec.partition_list(sorted(by_partition))
-    return records
 
 
 def _refuse_pending(data_timeline: ActiveTimeline, doing: str) -> None:

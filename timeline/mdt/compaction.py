@@ -27,16 +27,17 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from chaos.crash_points import crash_point, register
 from timeline import avro_metadata, outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata, WriteStat
+from timeline.crash_points import crash_point, register
 from timeline.errors import TandemError
 from timeline.instant import CLEAN, COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.mdt import indexes, layout
 from timeline.mdt import records as rec
 from timeline.mdt.log import DATA, FILES, INDEX_PARTITIONS, SEAL, LogBlock, block_partition, rolled_back_targets
 from timeline.mdt.reader import MetadataReader, base_records
+from timeline.mdt.storage_listing import storage_records
 from timeline.mdt.table import MetadataTable
 from timeline.table_config import read_config
 
@@ -162,8 +163,6 @@ def stage(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> Stage
     plan = read_plan(mdt, time)
     index_tables: dict[str, pa.Table] = {}
     if plan.get("initialize"):
-        from timeline.mdt.bootstrap import storage_records
-
         records = storage_records(mdt.data_storage, data_timeline)
     else:
         records, index_tables = _merge_planned(mdt, data_timeline, plan)

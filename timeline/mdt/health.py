@@ -16,7 +16,6 @@ import json
 import re
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from timeline.active_timeline import ActiveTimeline
 from timeline.errors import BadInputError, CorruptInstantError
@@ -26,9 +25,6 @@ from timeline.mdt import layout
 from timeline.mdt.log import DATA, DecodedLog, LogBlock
 from timeline.mdt.table import MetadataTable
 from timeline.table_config import JAVA_METADATA_PARTITIONS, TableConfig, read_config
-
-if TYPE_CHECKING:
-    from timeline.table import Table
 
 # Commit metadata of deltacommits is read in parallel on S3 (one round trip, not dozens); a local read
 # costs less than starting a thread.
@@ -86,26 +82,6 @@ def problems(
     if not writing:
         found += _pending_initialization(mdt_timeline, base)
     return found
-
-
-def check_writable(table: Table, data_timeline: ActiveTimeline | None = None) -> TableConfig:
-    """Refuse to write on an unhealthy MDT; call under the lock at begin and again at commit.
-
-    The table's config is read afresh and returned: a long-lived `Table` may
-    predate a `metadata create` or `metadata delete` (of the MDT or of an index)
-    by another process.
-    """
-    config = read_config(table.storage)
-    recorded = config.metadata_enabled
-    mdt = table.metadata()
-    if not recorded and not mdt.exists():
-        return config
-    found = problems(mdt, data_timeline or table.timeline(), recorded, writing=True, config=config)
-    if found:
-        raise MetadataUnhealthyError(
-            f"metadata table unhealthy ({summary(found)}); refusing to write — {repair_hint(table.uri)}"
-        )
-    return config
 
 
 def _shown(path: str) -> str:

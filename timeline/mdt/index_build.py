@@ -23,11 +23,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from chaos.crash_points import crash_point, register
 from timeline import outcome
 from timeline.active_timeline import ActiveTimeline
 from timeline.bloom import BloomFilter
 from timeline.column_stats import ColumnRange, ranges_of_parquet
+from timeline.crash_points import crash_point, register
 from timeline.errors import BadInputError, FencedError
 from timeline.instant import INDEXING, Instant, State
 from timeline.keys import record_keys

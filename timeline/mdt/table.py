@@ -12,10 +12,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from chaos.crash_points import crash_point, register
 from timeline import avro_metadata, outcome, properties, read_once
 from timeline.active_timeline import ActiveTimeline
 from timeline.commit_metadata import CommitMetadata, WriteStat
+from timeline.crash_points import crash_point, register
 from timeline.errors import ConflictError, FencedError, RefusedDeleteWarning, TandemError
 from timeline.instant import CLOCK, DELTA_COMMIT, ROLLBACK, Instant, State
 from timeline.mdt import indexes, layout

@@ -1,5 +1,9 @@
 """Named crash points: every protocol step calls `crash_point(name)` after it.
 
+It lives at the bottom of production (below locks and coordinator) so that the protocol modules can name
+their steps without importing chaos, which sits on top of them: chaos and the tests drive it from above
+(`simulate`, `observe`, `keep_order`, the environment variables below).
+
 With chaos off (no `TANDEM_CRASH_AT` in the environment) a call is one dict
 lookup. With `TANDEM_CRASH_AT=name[:n]` the process dies with `os._exit` at the
 n-th hit of that point, leaving storage exactly as a SIGKILL would. With
