@@ -27,6 +27,15 @@ from timeline.reader import read_plan
 from timeline.scan import plan_scan
 from timeline.table import Table
 
+RETAIN_LITTLE = CoordinatorConfig(  # archival by hand only, down to two commits, the MDT compacted every commit
+    lock_uri="memory",
+    commits_retained=1,
+    archive_min_commits=2,
+    archive_max_commits=3,
+    max_delta_commits=1,
+    auto_archive=False,
+)
+
 
 def _upsert(writer: LocalWriter, model: dict, rng: random.Random, step: int, keys: list[int] | None = None) -> None:
     keys = keys or rng.sample(range(12), rng.randint(1, 5))
@@ -45,14 +54,7 @@ def _rows(table: Table, **kwargs) -> dict:
 def test_an_old_clean_left_active_hides_no_archived_commit(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], precombine_field=None)
-    config = CoordinatorConfig(
-        lock_uri="memory",
-        commits_retained=1,
-        archive_min_commits=2,
-        archive_max_commits=3,
-        max_delta_commits=1,
-        auto_archive=False,
-    )
+    config = RETAIN_LITTLE
     writer = LocalWriter(table, coordinator=config)
     model: dict = {}
     for step in range(rng.randint(3, 5)):  # the same keys: the first file versions are cleanable
@@ -86,14 +88,7 @@ def test_a_rolled_back_instant_stays_undone_while_its_rollback_is_active(tmp_pat
     """A write rolled back, every write before it archived, its rollback still active (Java keeps rollbacks by
     count): a file a paused writer lands afterwards under the undone instant is not read as archived-completed."""
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], precombine_field=None)
-    config = CoordinatorConfig(
-        lock_uri="memory",
-        commits_retained=1,
-        archive_min_commits=2,
-        archive_max_commits=3,
-        max_delta_commits=1,
-        auto_archive=False,
-    )
+    config = RETAIN_LITTLE
     writer = LocalWriter(table, coordinator=config)
     model: dict = {}
     rng = random.Random(7)

@@ -22,6 +22,8 @@ import pytest
 
 from locks.config import open_lock, uri_from_hudi_config
 from locks.dynamodb_lock import FENCE_SUFFIX, KEY_ATTRIBUTE, DynamoDBLock
+from tests.hudi_reference.client import reference_root
+from tests.hudi_reference.gateway import java_gateway, missing, reference_spec
 from timeline.errors import LockError
 
 DDB_PROVIDER = "org.apache.hudi.aws.transaction.lock.DynamoDBBasedLockProvider"
@@ -31,56 +33,26 @@ LEASE_S = LEASE_MS / 1000
 UUID_TEXT = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 
 
-def _reference() -> tuple[dict, list[str]] | None:
-    """The hudi-0.15 reader and the DynamoDB lock jars beside it (scripts/install-hudi-reference.sh)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    root = Path(cache) / "tandem" / "hudi-ref"
+def _aws_jars() -> list[str] | None:
+    """The DynamoDB lock jars beside the hudi-0.15 reader (scripts/install-hudi-reference.sh)."""
     try:
-        spec = json.loads((root / "readers.json").read_text())["hudi-0.15"]
-        jars = json.loads((root / "hudi-aws.json").read_text())["hudi-0.15"]["jars"]
+        jars = json.loads((reference_root() / "hudi-aws.json").read_text())["hudi-0.15"]["jars"]
     except (OSError, ValueError, KeyError):
         return None
-    if not (os.access(spec["python"], os.X_OK) and os.path.isfile(spec["jar"]) and jars):
-        return None
-    return (spec, jars) if all(os.path.isfile(jar) for jar in jars) else None
+    return jars if jars and all(os.path.isfile(jar) for jar in jars) else None
 
 
 @pytest.fixture(scope="module")
 def jvm(tmp_path_factory):
     """One JVM with Hudi 0.15's bundle and hudi-aws for every case here; a skip only outside CI when not installed."""
-    found = _reference()
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("the Hudi 0.15 reference or its DynamoDB lock jars are not installed (make hudi-reference)")
-        pytest.skip("the Hudi 0.15 reference or its DynamoDB lock jars are not installed: `make hudi-reference`")
-    spec, jars = found
-    from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
-
-    venv = Path(spec["python"]).parent.parent
-    spark_jars = next(venv.glob("lib/python3*/site-packages/pyspark/jars"))
-    py4j_jar = next((venv / "share" / "py4j").glob("py4j*.jar"))
-    log = open(tmp_path_factory.mktemp("jvm") / "jvm.log", "w")
-    port = launch_gateway(
-        jarpath=str(py4j_jar),
-        classpath=":".join([f"{spark_jars}/*", spec["jar"], *jars]),
-        # Hudi 0.15 builds its DynamoDbClient with an endpoint but no region: the SDK's chain supplies it, and the
-        # credentials (its system properties come first in that chain).
-        javaopts=[
-            "-Daws.region=us-east-1",
-            "-Daws.accessKeyId=testing",
-            "-Daws.secretAccessKey=testing",
-            "-Xmx256m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-        ],
-        die_on_exit=True,
-        redirect_stdout=log,
-        redirect_stderr=log,
-    )
-    gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auto_convert=True))
-    yield gateway
-    gateway.shutdown()
-    log.close()
+    spec, jars = reference_spec(), _aws_jars()
+    if spec is None or jars is None:
+        missing("the Hudi 0.15 reference or its DynamoDB lock jars")
+    # Hudi 0.15 builds its DynamoDbClient with an endpoint but no region: the SDK's chain supplies it, and the
+    # credentials (its system properties come first in that chain).
+    options = ["-Daws.region=us-east-1", "-Daws.accessKeyId=testing", "-Daws.secretAccessKey=testing"]
+    with java_gateway(spec, tmp_path_factory.mktemp("jvm"), jars, options) as gateway:
+        yield gateway
 
 
 def hudi_conf(moto, table: str) -> dict[str, str]:

@@ -5,9 +5,12 @@ Hudi"), so mixed writers share the table without one.
 
 Rounds: disjoint partitions at once (both must commit), the same file group at once (whatever commits must be a
 serial order of the acknowledged writes), Tandem killed holding the lock, Tandem frozen holding the lock past its
-ZooKeeper session while Java commits over the same file group (Tandem must not commit), and a Java driver SIGKILLed
-mid-write. After every round Tandem's reader and Java's (metadata on and off) read a state some serial order of
-the acknowledged writes produces; the killed and refused ones leave nothing.
+ZooKeeper session while Java commits over the same file group (Tandem must not commit), a Java driver frozen
+while it writes its files while Tandem commits the same file group (Java must not commit), and a Java driver
+SIGKILLed mid-write. A Java driver frozen while it *holds* the lock is not tested: Java writes no fencing token, so
+nothing can stop its commit after it resumes (docs/design.md). After every round Tandem's reader and Java's
+(metadata on and off) read a state some serial order of the acknowledged writes produces; the killed and refused
+ones leave nothing.
 """
 
 from __future__ import annotations
@@ -115,6 +118,10 @@ def _settle(java_hudi, tmp_path: Path, path: str, model: dict, acknowledged: lis
     return matches[0]
 
 
+def _parquet(path: str) -> set[str]:
+    return {str(p) for p in Path(path).rglob("*.parquet")}
+
+
 def _stopped(proc: subprocess.Popen) -> bool:
     return Path(f"/proc/{proc.pid}/stat").read_text().split(")")[1].split()[0] == "T"
 
@@ -166,19 +173,35 @@ def test_java_and_tandem_write_one_table_at_once(java_hudi, shared, tmp_path):
     assert frozen.returncode in (CONFLICT_EXIT, LOCK_EXIT), (frozen.returncode, err)
     model = _settle(java_hudi, tmp_path, path, model, [java_rows], "tandem paused")
 
-    # 5. a Java driver SIGKILLed mid-write while Tandem writes; Tandem's recover rolls Java's write back
+    # 5. a Java driver frozen while it writes its files (not holding the lock), its heartbeat still fresh to both
+    #    sides; Tandem commits the same file group; resumed, Java's conflict check refuses its commit
     victim = HudiReference()
     try:
-        before = {str(p) for p in Path(path).rglob("*.parquet")}
+        slow_beat = {"hoodie.client.heartbeat.interval_in_ms": "60000"}
+        before = _parquet(path)
+        bulk = [(2000 + i, "x", "a", 1.0, 6) for i in range(50_000)]
+        victim.start_write(path, rows((2, "x", "a", 222.0, 6), *bulk), "upsert", {**java_opts, **slow_beat})
+        wait_until(lambda: _parquet(path) - before, 240, "the Java write's first file")
+        victim.freeze()
+        tandem_rows_ = rows((2, "x", "a", 2000.0, 6))
+        proc = _tandem_write(tmp_path, path, {**settings, **slow_beat}, tandem_rows_, "r5")
+        _, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+        victim.freeze(stop=False)
+        assert not _java_outcome(victim), "Java committed over Tandem's commit of the same file group"
+        model = _settle(java_hudi, tmp_path, path, model, [tandem_rows_], "java paused")
+
+        # 6. a Java driver SIGKILLed mid-write while Tandem writes; Tandem's recover rolls Java's write back
+        before = _parquet(path)
         victim.start_write(
             path, rows(*[(1000 + i, "x", "c", 1.0, 6) for i in range(100_000)]), "bulk_insert", java_opts
         )
-        wait_until(lambda: {str(p) for p in Path(path).rglob("*.parquet")} - before, 240, "the Java write's first file")
+        wait_until(lambda: _parquet(path) - before, 240, "the Java write's first file")
     finally:
         victim.kill()
         victim.close()
     tandem_rows_ = rows((7, "x", "b", 700.0, 7))
-    proc = _tandem_write(tmp_path, path, settings, tandem_rows_, "r5")
+    proc = _tandem_write(tmp_path, path, settings, tandem_rows_, "r6")
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
 

@@ -214,7 +214,7 @@ def test_a_hudi_1x_writer_upgrades_the_table_past_6_and_tandem_refuses_it(java_h
     assert snapshot(path) == before
 
 
-@pytest.mark.parametrize("feature", ["bootstrap", "cdc"])
+@pytest.mark.parametrize("feature", ["bootstrap", "cdc", "custom-keygen"])
 def test_java_tables_with_features_tandem_lacks_are_refused(java_hudi, tmp_path, feature):
     path = str(tmp_path / feature)
     options = {**TRIPS, "hoodie.table.name": feature}
@@ -225,6 +225,11 @@ def test_java_tables_with_features_tandem_lacks_are_refused(java_hudi, tmp_path,
         options["hoodie.bootstrap.base.path"] = str(tmp_path / "source")
         java_hudi.write(path, rows((1, "x", "a", 1.0, 1)), "bootstrap", options)
         message = "bootstrap tables are not supported"
+    elif feature == "custom-keygen":  # Hudi's CustomKeyGenerator (field:TYPE partition fields); Tandem has none
+        options["hoodie.datasource.write.keygenerator.class"] = "org.apache.hudi.keygen.CustomKeyGenerator"
+        options["hoodie.datasource.write.partitionpath.field"] = "city:SIMPLE"
+        java_hudi.write(path, rows((1, "x", "a", 1.0, 1)), "upsert", options)
+        message = "key generator org.apache.hudi.keygen.CustomKeyGenerator is not supported"
     else:
         options["hoodie.table.cdc.enabled"] = "true"
         java_hudi.write(path, rows((1, "x", "a", 1.0, 1)), "upsert", options)

@@ -114,6 +114,14 @@ LAYOUTS = {
         },
         lambda r: (r["id"], r["region"]),
     ),
+    "complex-two-fields": (  # two partition fields, not hive-style: region/city
+        {
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.partitionpath.field": "region,city",
+            "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.ComplexKeyGenerator",
+        },
+        lambda r: (r["id"], r["region"], r["city"]),  # a record is its key in its partition (non-global index)
+    ),
     "non-partitioned": (
         {
             "hoodie.datasource.write.recordkey.field": "id",

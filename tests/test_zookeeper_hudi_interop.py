@@ -8,18 +8,16 @@ no JVM: a Curator-named node made by hand with kazoo is respected.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import threading
 import uuid
-from pathlib import Path
 
 import pytest
 
 from locks.config import open_lock, uri_from_hudi_config
 from locks.zookeeper_recipe import CONTENDER
 from tests.conftest import wait_until
+from tests.hudi_reference.gateway import java_gateway, missing, reference_spec
 from timeline.errors import LockError
 
 ZK_PROVIDER = "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"
@@ -27,41 +25,14 @@ CURATOR_NODE = re.compile(r"^_c_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-
 TABLE = "trips"
 
 
-def _reference() -> dict | None:
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    try:
-        spec = json.loads((Path(cache) / "tandem" / "hudi-ref" / "readers.json").read_text())["hudi-0.15"]
-    except (OSError, ValueError, KeyError):
-        return None
-    return spec if os.access(spec["python"], os.X_OK) and os.path.isfile(spec["jar"]) else None
-
-
 @pytest.fixture(scope="module")
 def jvm(tmp_path_factory):
     """One JVM with Hudi 0.15's bundle for every case here; a skip only outside CI when it is not installed."""
-    spec = _reference()
+    spec = reference_spec()
     if spec is None:
-        if os.environ.get("CI"):
-            pytest.fail("the Hudi 0.15 reference is not installed (make hudi-reference)")
-        pytest.skip("the Hudi 0.15 reference is not installed: `make hudi-reference`")
-    from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
-
-    venv = Path(spec["python"]).parent.parent
-    spark_jars = next(venv.glob("lib/python3*/site-packages/pyspark/jars"))
-    py4j_jar = next((venv / "share" / "py4j").glob("py4j*.jar"))
-    log = open(tmp_path_factory.mktemp("jvm") / "jvm.log", "w")
-    port = launch_gateway(
-        jarpath=str(py4j_jar),
-        classpath=f"{spark_jars}/*:{spec['jar']}",
-        javaopts=["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"],
-        die_on_exit=True,
-        redirect_stdout=log,
-        redirect_stderr=log,
-    )
-    gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auto_convert=True))
-    yield gateway
-    gateway.shutdown()
-    log.close()
+        missing("the Hudi 0.15 reference")
+    with java_gateway(spec, tmp_path_factory.mktemp("jvm")) as gateway:
+        yield gateway
 
 
 def hudi_conf(zookeeper, base_path: str) -> dict[str, str]:

@@ -233,6 +233,14 @@ class HudiReference:
         if not answer.get("ok"):
             raise HudiError(answer.get("error", {}))
 
+    def freeze(self, stop: bool = True) -> None:
+        """SIGSTOP (or with stop=False, SIGCONT) the driver's JVM, as a long GC pause or a stalled host would."""
+        for pid in _descendants(self.process.pid):
+            try:
+                os.kill(pid, signal.SIGSTOP if stop else signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
     def kill(self) -> None:
         """SIGKILL the Spark driver's JVM and then this session's Python, as a lost machine ends a Spark job:
         no shutdown hook runs (pyspark's JVM would otherwise exit cleanly once its Python parent is gone)."""
