@@ -1,7 +1,8 @@
 """The import layering, checked: `.venv/bin/python scripts/check_imports.py` (part of `make lint`).
 
 Production (timeline/, coordinator/, locks/) must never import chaos/, tests/ or bench/, which sit on top of
-it, and the modules of timeline/, coordinator/, locks/ and chaos/ must import one another without a cycle.
+it; each package imports only its own layer and those below (timeline < locks < coordinator < chaos); and the
+modules of timeline/, coordinator/, locks/ and chaos/ must import one another without a cycle.
 Every import counts, also one inside a function or under TYPE_CHECKING: an import moved into a function
 still couples the two modules, it only hides the cycle from Python. Exit 1 with one line per offence.
 """
@@ -18,6 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ("timeline", "coordinator", "locks")
 CHECKED = (*PRODUCTION, "chaos")  # the packages whose import graph must have no cycle
 ABOVE_PRODUCTION = ("chaos", "tests", "bench")
+# The layers, bottom first: a package imports only its own layer and those below it (the format and the read side,
+# the lock providers on storage, the write side, the fault injection that attacks all three).
+LAYERS = ("timeline", "locks", "coordinator", "chaos")
 
 
 def module_name(path: Path) -> str:
@@ -67,7 +71,17 @@ def build_graph() -> tuple[dict[str, set[str]], list[str]]:
                 target = resolve(name, modules)
                 if target is not None and target != module:
                     graph[module].add(target)
+            offences += _upward_in_layers(path, line, module, stated)
     return graph, offences
+
+
+def _upward_in_layers(path: Path, line: int, module: str, stated: str) -> list[str]:
+    """An import of a higher layer than the importer's own (LAYERS); chaos/tests/bench from production is
+    reported by the production rule already."""
+    mine, theirs = module.split(".")[0], stated.split(".")[0]
+    if theirs not in LAYERS or theirs in ABOVE_PRODUCTION or LAYERS.index(theirs) <= LAYERS.index(mine):
+        return []
+    return [f"{path.relative_to(ROOT)}:{line}: {module} ({mine}) imports {stated} from the higher layer {theirs}"]
 
 
 def shortest_cycle(graph: dict[str, set[str]], start: str) -> list[str] | None:
@@ -113,7 +127,7 @@ def main() -> int:
     if problems:
         print(f"check_imports: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"check_imports: {len(graph)} modules, no upward import, no cycle")
+    print(f"check_imports: {len(graph)} modules, no upward import, no cycle ({' < '.join(LAYERS)})")
     return 0
 
 
