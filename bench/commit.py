@@ -155,7 +155,7 @@ def each_round(inputs: list[T], run: Callable[[T], Any]) -> Callable[[], Any]:
 
 
 def tandem_write(path: str, data: pa.Table, operation: str) -> WriteResult:
-    """`tandem write PATH --operation OPERATION` in-process, from the rows on: coordinator/cli.py `write`."""
+    """`tandem write PATH --operation OPERATION` in-process, from the rows on: coordinator/cli/write_read.py `write`."""
     config = CoordinatorConfig.from_hudi(parse_settings(()))
     return LocalWriter(Table.open(path), coordinator=config).write(data, operation)
 

@@ -51,7 +51,8 @@ import pyarrow as pa
 
 from bench.report import OUT, interleaved, summarize, write_report
 from coordinator.config import CoordinatorConfig
-from coordinator.writer import LocalWriter, write_parquet
+from coordinator.write.parquet_files import write_parquet
+from coordinator.writer import LocalWriter
 from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.file_names import base_file_name, new_file_id, write_token
 from timeline.instant import CLOCK, COMMIT, Instant, State

@@ -51,6 +51,7 @@ import pyarrow.compute as pc
 from bench.report import OUT, interleaved, summarize, write_report
 from coordinator.config import BLOOM, SIMPLE, CoordinatorConfig
 from coordinator.locking import table_lock
+from coordinator.write.base_reads import BaseFileReads
 from coordinator.writer import LocalWriter, WriteOptions
 from timeline.file_names import BaseFile
 from timeline.mdt import index_build
@@ -298,14 +299,26 @@ def query_part(spark, indexed: Path, plain: Path, shape: Shape, repeats: int) ->
 # --------------------------------------------------------------------------- upserts
 
 
-class CountingWriter(LocalWriter):
-    """The local writer, counting the base files it opens to read keys while tagging."""
+class CountingReads(BaseFileReads):
+    """A write's base-file reads, counting the files opened to read keys while tagging."""
 
     opened = 0
 
-    def _keys_of(self, base: BaseFile) -> list[str]:
+    def keys_of(self, base: BaseFile, bloom_index: bool) -> list[str]:
         self.opened += 1
-        return super()._keys_of(base)
+        return super().keys_of(base, bloom_index)
+
+
+class CountingWriter(LocalWriter):
+    """The local writer, counting the base files it opens to read keys while tagging."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads = CountingReads(self.table, self.config)
+
+    @property
+    def opened(self) -> int:
+        return self.reads.opened
 
 
 def upsert_rows(shape: Shape, fraction: float, kind: str, seed: int) -> pa.Table:

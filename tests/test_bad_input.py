@@ -179,7 +179,7 @@ def test_failed_write_leaves_no_instant_or_file(table, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("coordinator.writer.pq.ParquetWriter", boom)
+    monkeypatch.setattr("coordinator.write.parquet_files.pq.ParquetWriter", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         LocalWriter(table).write(pa.table({"id": [5], "p": ["c"], "v": [5]}), "insert")
     after = tree(base)

@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import coordinator.writer as writer_module
+import coordinator.write.rows as rows_module
 from coordinator.config import CoordinatorConfig
-from coordinator.writer import KEY, PARTITION, LocalWriter, changes, split_by
+from coordinator.write.rows import KEY, PARTITION, changes, split_by
+from coordinator.writer import LocalWriter
 from timeline.reader import read_view
 from timeline.table import Table
 
@@ -66,7 +67,7 @@ def test_split_by_any_chunking_groups_rows_by_value_in_order(data, values, filte
     ]
     with pytest.MonkeyPatch.context() as patch:
         if filtered:  # past the size a take may join: one filter per value
-            patch.setattr(writer_module, "TAKE_BYTES", -1)
+            patch.setattr(rows_module, "TAKE_BYTES", -1)
         assert [(value, part.to_pylist()) for value, part in split_by(rows, "k")] == plain
 
 

@@ -249,7 +249,7 @@ def test_an_upsert_failing_in_one_of_its_parallel_files_leaves_no_file_and_no_ch
 def test_an_upsert_reads_each_file_it_rewrites_once_under_the_bloom_index(tmp_path, monkeypatch, index):
     """The bloom index's candidates are read whole once and merged from those rows; the simple index reads
     only the key column of every file, then the files it rewrites."""
-    import coordinator.writer as writer_module
+    import coordinator.write.base_reads as base_reads_module
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], with_metadata=True)
     config = CoordinatorConfig(index_type=index)
@@ -257,13 +257,13 @@ def test_an_upsert_reads_each_file_it_rewrites_once_under_the_bloom_index(tmp_pa
     for part in range(4):
         writer.write(pa.table({"id": [part, part + 10], "p": [f"p{part}"] * 2, "v": [0, 0]}), "insert")
     reads = []
-    original = writer_module.read_base_file
+    original = base_reads_module.read_base_file
 
     def counted(storage, path, columns=None, *args):
         reads.append((path, columns))
         return original(storage, path, columns, *args)
 
-    monkeypatch.setattr(writer_module, "read_base_file", counted)
+    monkeypatch.setattr(base_reads_module, "read_base_file", counted)
     writer.write(pa.table({"id": [0, 1, 2, 3], "p": [f"p{i}" for i in range(4)], "v": [7] * 4}), "upsert")
     whole = [path for path, columns in reads if columns is None]
     assert sorted(whole) == sorted(set(whole)) and len(whole) == 4
@@ -277,7 +277,7 @@ def test_an_upsert_reads_each_file_it_rewrites_once_under_the_bloom_index(tmp_pa
 def test_an_interrupted_write_returns_only_once_no_file_of_it_is_still_being_written(tmp_path, monkeypatch):
     """Ctrl-C while a write's files are written on threads: the files not started are dropped, the ones
     running finish, and only then does the interrupt reach the caller; nothing lands after it."""
-    import coordinator.writer as writer_module
+    from coordinator.write import pool
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], with_metadata=True)
     writer = LocalWriter(table)
@@ -299,7 +299,7 @@ def test_an_interrupted_write_returns_only_once_no_file_of_it_is_still_being_wri
     raised.set()
     threads = writer.io_threads
     idle = threading.Barrier(threads, timeout=10)  # every pool thread free at once:
-    for done in [writer_module._io_pool(threads).submit(idle.wait) for _ in range(threads)]:
+    for done in [pool.io_pool(threads).submit(idle.wait) for _ in range(threads)]:
         done.result(timeout=20)  # nothing of the write is left running or queued
     assert sorted(p.name for p in (tmp_path / "t").rglob("*.parquet") if ".hoodie" not in p.parts) == landed
     assert len(landed) == len(finished) < 12

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import coordinator.writer as writer_module
-from coordinator.writer import LocalWriter, _FileWrite, split_by
-from timeline.table import META_COLUMNS, Table
+import coordinator.write.rows as rows_module
+from coordinator.write.meta_columns import with_meta
+from coordinator.write.rows import split_by
+from timeline.table import META_COLUMNS
 
 INSTANT, TASK, NAME = "20260101000000000", 3, "f-1_0-1-3_20260101000000000.parquet"
 
@@ -51,11 +52,10 @@ def expected(rows: pa.Table) -> list[dict]:
     st.lists(st.booleans(), max_size=25),
     st.sampled_from([pa.string(), pa.large_string()]),
 )
-def test_carried_rows_keep_their_meta_and_new_rows_get_fresh_meta(tmp_path_factory, kept, new, shuffled, stored):
-    writer = LocalWriter(Table.create(str(tmp_path_factory.mktemp("t")), "t", ["id"], ["p"]))
+def test_carried_rows_keep_their_meta_and_new_rows_get_fresh_meta(kept, new, shuffled, stored):
     for carried in ([True] * kept + [False] * new, shuffled):
         rows = file_rows(carried, stored)
-        written = writer._with_meta(_FileWrite("p0", "f-1", rows), NAME, INSTANT, TASK)
+        written = with_meta(rows, NAME, INSTANT, TASK, populate_meta_fields=True)
         assert written.column_names == [*META_COLUMNS, "v"]
         assert written.to_pylist() == expected(rows)
 
@@ -67,5 +67,5 @@ def test_rows_split_by_a_column_as_one_filter_per_value_splits_them(values):
     plain = [(v, rows.filter(pc.equal(rows.column("k"), v)).to_pylist()) for v in sorted(set(values))]
     assert [(value, part.to_pylist()) for value, part in split_by(rows, "k")] == plain
     with pytest.MonkeyPatch.context() as patch:  # past the size a take may join: the per-value filter
-        patch.setattr(writer_module, "TAKE_BYTES", -1)
+        patch.setattr(rows_module, "TAKE_BYTES", -1)
         assert [(value, part.to_pylist()) for value, part in split_by(rows, "k")] == plain

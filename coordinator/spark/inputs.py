@@ -18,7 +18,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from coordinator.writer import leaf_columns
+from coordinator.write.parquet_files import leaf_columns
 from timeline.errors import BadInputError
 from timeline.schema_evolution import canonical_schema, conform
 

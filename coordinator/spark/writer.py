@@ -39,21 +39,10 @@ from coordinator import markers
 from coordinator.column_names import check_input_columns
 from coordinator.config import CoordinatorConfig
 from coordinator.transaction import WRITE_MARKER, Transaction
-from coordinator.writer import (
-    DELETE,
-    KEY,
-    NEW,
-    PARTITION,
-    TARGET,
-    LocalWriter,
-    WriteOptions,
-    WriteResult,
-    key_typed,
-    resolve_operation,
-    split_by,
-    target_schema,
-    with_keys,
-)
+from coordinator.write.rows import KEY, PARTITION, key_typed, split_by, with_keys
+from coordinator.write.table_schema import target_schema
+from coordinator.write.tagging import DELETE, NEW, TARGET
+from coordinator.writer import LocalWriter, WriteOptions, WriteResult, resolve_operation
 from locks.base import LockProvider
 from timeline import keys, partition_path
 from timeline.avro_schema import arrow_to_avro

@@ -1,0 +1,53 @@
+"""Hudi's meta columns of a file being written: fresh ones for new rows, carried-over rows keep theirs
+(a record's commit time and sequence number say when it was last written, not when its file was)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from coordinator.write.rows import KEY, PARTITION
+from timeline.reader import COMMIT_TIME
+from timeline.table import META_COLUMNS
+
+GENERATED = (COMMIT_TIME, "_hoodie_commit_seqno", "_hoodie_file_name")  # meta columns a write makes, not derives
+
+
+def with_meta(rows: pa.Table, name: str, instant: str, task: int, populate_meta_fields: bool) -> pa.Table:
+    """Fill meta columns of new rows (null commit time); carried-over rows keep theirs.
+
+    A merge puts its carried rows first, so the new rows are usually a suffix: their
+    meta values are built for that suffix alone and appended to the carried rows'
+    columns, rather than built for every row and chosen row by row. Without meta
+    fields the file holds the data columns alone.
+    """
+    n = rows.num_rows
+    data_cols = [c for c in rows.column_names if c not in META_COLUMNS and c not in (KEY, PARTITION)]
+    data = rows.select(data_cols)
+    if not populate_meta_fields:
+        return data
+    commit_time = rows.column(COMMIT_TIME) if COMMIT_TIME in rows.column_names else None
+    carried = 0 if commit_time is None else n - commit_time.null_count
+    suffix = carried == 0 or (  # the new rows follow the carried ones, whose generated columns are strings
+        commit_time.slice(0, carried).null_count == 0 and all(rows.column(c).type == pa.string() for c in GENERATED)
+    )
+    first = carried if suffix else 0
+    fresh = {
+        COMMIT_TIME: pa.array([instant] * (n - first), pa.string()),
+        "_hoodie_commit_seqno": pa.array([f"{instant}_{task}_{i}" for i in range(first, n)], pa.string()),
+        KEY: rows.column(KEY).slice(first),
+        PARTITION: rows.column(PARTITION).slice(first),
+        "_hoodie_file_name": pa.array([name] * (n - first), pa.string()),
+    }
+    if not carried:
+        meta = [fresh[c] for c in META_COLUMNS]
+    elif suffix:
+        meta = [pa.chunked_array(rows.column(c).slice(0, carried).chunks + _chunks(fresh[c])) for c in META_COLUMNS]
+    else:
+        is_new = pc.is_null(commit_time)  # row by row; if_else also unifies string with large_string
+        meta = [pc.if_else(is_new, fresh[c], rows.column(c)) for c in META_COLUMNS]
+    return pa.Table.from_arrays(meta + list(data.columns), names=META_COLUMNS + data_cols)
+
+
+def _chunks(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return column.chunks if isinstance(column, pa.ChunkedArray) else [column]

@@ -1,0 +1,119 @@
+"""Tagging (Hudi's index lookup): the file group each incoming record goes to, and the copies it deletes.
+
+An upsert or delete must rewrite exactly the groups holding its keys; new keys top up a small group.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pyarrow as pa
+
+from coordinator.config import CoordinatorConfig
+from coordinator.write.base_reads import BaseFileReads
+from coordinator.write.pool import each
+from coordinator.write.rows import KEY, PARTITION
+from timeline.file_names import BaseFile
+from timeline.fs_view import FileSystemView
+from timeline.mdt.bloom_index import bloom_candidates
+from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
+from timeline.table_config import TableConfig
+
+TARGET = "_tandem_target"  # the file id a tagged record goes to; NEW for records that start new file groups
+DELETE = "_tandem_delete"  # a tagged row that deletes its key from TARGET rather than writing it there
+NEW = ""
+
+
+def tag(
+    operation: str,
+    rows: pa.Table,
+    view: FileSystemView,
+    reads: BaseFileReads,
+    coordinator: CoordinatorConfig,
+    small_file_limit: int,
+    threads: int,
+) -> tuple[dict[str, BaseFile], pa.Table]:
+    """The simple index: every record with the file group it goes to (TARGET) and the copies it deletes.
+
+    The index reads the keys of the latest base files of the partitions the
+    records fall in, or of every partition under a global index. Returns the
+    base files by file id, and `rows` tagged: one row per file group a record
+    writes to (NEW when it starts one) and one DELETE row per copy it removes.
+    """
+    partitions = set(rows.column(PARTITION).to_pylist())
+    glob = coordinator.global_index
+    files = [f for f in view.latest_base_files() if glob or f.partition in partitions]
+    candidates = _may_hold(reads.table.config, coordinator, view, files, rows)
+    located = _index(candidates, reads, coordinator.bloom_index, threads)
+    move = coordinator.update_partition_path
+    small = small_groups(files, small_file_limit)
+    tags: list[tuple[int, str, str, bool]] = []  # (row, target file id, partition path, deletes)
+    records = zip(rows.column(KEY).to_pylist(), rows.column(PARTITION).to_pylist(), strict=True)
+    for i, (key, partition) in enumerate(records):
+        found = sorted(located.get(key, []), key=lambda b: (b.partition, b.file_id))
+        updates, deletes, partition = route(operation, found, partition, glob, move)
+        if not updates and operation != "delete":
+            tags.append((i, small.get(partition, NEW), partition, False))
+        tags += [(i, b.file_id, partition, False) for b in updates]
+        tags += [(i, b.file_id, b.partition, True) for b in deletes]
+    take, targets, paths, deleted = (list(c) for c in zip(*tags, strict=True)) if tags else ([], [], [], [])
+    tagged = rows.take(pa.array(take, pa.int64()))
+    tagged = tagged.set_column(tagged.schema.get_field_index(PARTITION), PARTITION, pa.array(paths, pa.string()))
+    tagged = tagged.append_column(TARGET, pa.array(targets, pa.string()))
+    return {f.file_id: f for f in files}, tagged.append_column(DELETE, pa.array(deleted, pa.bool_()))
+
+
+def _index(files: list[BaseFile], reads: BaseFileReads, bloom_index: bool, threads: int) -> dict[str, list[BaseFile]]:
+    """Simple index: key -> the latest base files holding it, in `files`."""
+    located: dict[str, list[BaseFile]] = defaultdict(list)
+    for base, held in zip(files, each(lambda b: reads.keys_of(b, bloom_index), files, threads), strict=True):
+        for key in held:
+            located[key].append(base)
+    return located
+
+
+def _may_hold(
+    config: TableConfig, coordinator: CoordinatorConfig, view: FileSystemView, files: list[BaseFile], rows: pa.Table
+) -> list[BaseFile]:
+    """The files the bloom index cannot rule out for the incoming keys (all of them without the index)."""
+    if not coordinator.bloom_index or not files:
+        return files
+    partitions = None if coordinator.global_index else rows.column(PARTITION)
+    candidates = bloom_candidates(config, view, files, rows.column(KEY), partitions)
+    METRICS.incr(TAGGING_FILES_SKIPPED, len(files) - len(candidates))
+    return candidates
+
+
+def small_groups(files: list[BaseFile], small_file_limit: int) -> dict[str, str]:
+    """Per partition, its smallest file group below the small-file limit: where an upsert's new keys go,
+    so that file groups (and what the index must open) stay few however many upserts a table takes."""
+    smallest: dict[str, BaseFile] = {}
+    for f in files:
+        if f.size < small_file_limit and (
+            f.partition not in smallest
+            or (f.size, f.file_id) < (smallest[f.partition].size, smallest[f.partition].file_id)
+        ):
+            smallest[f.partition] = f
+    return {p: f.file_id for p, f in smallest.items()}
+
+
+def route(
+    operation: str, found: list[BaseFile], partition: str, global_index: bool, update_partition_path: bool
+) -> tuple[list[BaseFile], list[BaseFile], str]:
+    """Where one record goes, given the latest base files holding its key (sorted by partition, file id).
+
+    Returns the files it updates, the files it is deleted from, and its partition
+    path. Under the simple index a record is (key, partition): only files of its
+    own partition count. Under the global index a key is one record wherever it
+    is: a delete removes every copy; an upsert into a new partition moves the
+    record (deleted from the old one) when `update_partition_path`, else updates
+    it where it is (the first partition holding it), keeping that partition path.
+    """
+    here = [b for b in found if b.partition == partition]
+    elsewhere = [b for b in found if b.partition != partition] if global_index else []
+    if operation == "delete":
+        return [], here + elsewhere, partition
+    if elsewhere and not here and not update_partition_path:
+        stay = elsewhere[0].partition
+        return [b for b in elsewhere if b.partition == stay], [], stay
+    return here, elsewhere, partition
