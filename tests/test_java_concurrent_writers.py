@@ -60,7 +60,7 @@ def shared(zookeeper, tmp_path):
     common = {
         "hoodie.metadata.enable": "false",
         "hoodie.cleaner.policy.failed.writes": "LAZY",
-        "hoodie.client.heartbeat.interval_in_ms": "1000",
+        "hoodie.client.heartbeat.interval_in_ms": "2000",  # expired after 4 s: a loaded machine's writes outlive 2
         "hoodie.client.heartbeat.tolerable.misses": "1",
         "hoodie.write.lock.provider": ZK_PROVIDER,
         "hoodie.write.lock.zookeeper.url": zookeeper.hosts,  # with the port: Hudi never reads `.port`
@@ -88,12 +88,14 @@ def _sets(settings: dict) -> list[str]:
 
 
 def _java_outcome(java_hudi) -> bool:
-    """True if Java committed; False if it lost a conflict (anything else fails the test)."""
+    """True if Java committed; False if it refused to: it lost a conflict, or its heartbeat had expired (another
+    writer may then have rolled it back, as LAZY allows). Anything else fails the test."""
     try:
         java_hudi.finish_write()
         return True
     except HudiError as err:
-        assert "ConflictException" in str(err.java_class) or "conflict" in str(err).lower(), err
+        refused = "ConflictException" in str(err.java_class) or "conflict" in str(err).lower()
+        assert refused or "Heartbeat for instant" in str(err), err
         return False
 
 

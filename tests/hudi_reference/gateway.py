@@ -1,12 +1,12 @@
 """One plain JVM (no Spark session) with Hudi 0.15's bundle on the classpath, driven through py4j: for tests that
-call Hudi's Java classes directly (its lock providers). Classpath as `spark.jars` would load it: the reference
-venv's Spark jars, then the bundle, then any extra jars."""
+call Hudi's Java classes directly (its lock provider). Classpath as `spark.jars` would load it: the reference
+venv's Spark jars, then the bundle."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,7 +34,7 @@ def missing(what: str) -> None:
 
 
 @contextmanager
-def java_gateway(spec: dict, log_dir: Path, extra_jars: Sequence[str] = (), options: Sequence[str] = ()) -> Iterator:
+def java_gateway(spec: dict, log_dir: Path) -> Iterator:
     from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 
     venv = Path(spec["python"]).parent.parent
@@ -43,8 +43,8 @@ def java_gateway(spec: dict, log_dir: Path, extra_jars: Sequence[str] = (), opti
     with open(log_dir / "jvm.log", "w") as log:
         port = launch_gateway(
             jarpath=str(py4j_jar),
-            classpath=":".join([f"{spark_jars}/*", spec["jar"], *extra_jars]),
-            javaopts=[*options, *JAVA_OPTIONS],
+            classpath=f"{spark_jars}/*:{spec['jar']}",
+            javaopts=JAVA_OPTIONS,
             die_on_exit=True,
             redirect_stdout=log,
             redirect_stderr=log,
