@@ -264,6 +264,37 @@ def test_a_writer_never_appends_to_a_sealed_slice(tmp_path):
     assert stale in plan["log_files"] and plan["sealed_version"] == 3
 
 
+def test_a_second_scheduler_with_a_stale_view_never_plans_a_sealed_slice_again(tmp_path, monkeypatch):
+    """Seen in the S3 nemesis: a scheduler read the MDT timeline before another compaction of the same slice was
+    planned, sealed the slice one version above that compaction's seal and planned from the old base; once that
+    base was the newest, the commits the other compaction's new slice gathered vanished from the MDT."""
+    from coordinator.locking import table_lock
+    from coordinator.services import compact
+
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"])
+    config = dataclasses.replace(SINGLE_WRITER, max_delta_commits=100)  # compaction only when asked
+    writer = LocalWriter(table, coordinator=config)
+    model = {}
+    for i in range(3):
+        writer.write(rows([i], i), "upsert")
+        model[i] = i
+    mdt = table.metadata()
+    stale = mdt.timeline()  # the second scheduler's view, read before the first one planned
+    compact(table, config, table_lock(table, config), force=True)  # the first: sealed, planned, done
+    for i in range(3, 6):  # in the first compaction's new slice
+        writer.write(rows([i], i), "upsert")
+        model[i] = i
+
+    monkeypatch.setattr(mdt, "timeline", lambda: stale)
+    monkeypatch.setattr(compaction, "plan_orphan_seal", lambda mdt, timeline=None: None)  # checked before the seal
+    assert compaction.schedule(mdt, table.timeline()) is None  # its seal lies above the first's: it stands down
+    monkeypatch.undo()
+
+    assert len(layout.compactions(table.metadata().timeline())) == 1
+    compact(table, config, table_lock(table, config), force=True)  # and the next compaction loses nothing
+    model_check(assert_consistent(Table.open(table.uri)), model)
+
+
 def test_many_partitions_in_one_read(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], hive_style=True)
     LocalWriter(table, coordinator=SINGLE_WRITER).write(rows(list(range(9)), 1), "insert")

@@ -122,7 +122,24 @@ def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
     time = mdt.next_instant(data_timeline)
     version = mdt.append_block(LogBlock(time, SEAL, [], {"compaction": time}), base_instant)
     crash_point(SEALED)
+    if _sealed_below(mdt, base_instant, version):
+        return None
     return _write_plan(mdt, timeline, base_instant, version, time)
+
+
+def _sealed_below(mdt: MetadataTable, base_instant: str, version: int) -> bool:
+    """Whether another compaction sealed this slice below `version`: then the slice is already its to plan.
+
+    The lock alone keeps two schedulers apart; one frozen past its lease (or a faulty lock)
+    reads the MDT timeline before the other's plan exists and seals the same slice one version
+    higher. Planning from the same base would leave out everything the other compaction's new
+    slice gathers, completed commits included, once this base is the newest. The lowest seal
+    wins; a higher one is left as a seal with no plan, above the winner's planned logs.
+    """
+    for below in sorted(v for v in mdt.slices()[base_instant].logs if v < version):
+        if any(b.block_type == SEAL for b in mdt.read_log(layout.log_path(base_instant, below)).blocks):
+            return True
+    return False
 
 
 def _write_plan(mdt: MetadataTable, timeline: ActiveTimeline, base_instant: str, seal_version: int, time: str) -> str:
