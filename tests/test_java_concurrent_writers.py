@@ -27,7 +27,17 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.hudi_reference.client import HudiError, HudiReference
-from tests.hudi_reference.shared_table import canon, expected, java_both, jsonl, ok, rows, tandem_rows, upsert
+from tests.hudi_reference.shared_table import (
+    canon,
+    data_files,
+    expected,
+    java_both,
+    jsonl,
+    ok,
+    rows,
+    tandem_rows,
+    upsert,
+)
 
 ZK_PROVIDER = "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"
 CONFLICT_EXIT, LOCK_EXIT = 3, 4
@@ -120,10 +130,6 @@ def _settle(java_hudi, tmp_path: Path, path: str, model: dict, acknowledged: lis
     return matches[0]
 
 
-def _parquet(path: str) -> set[str]:
-    return {str(p) for p in Path(path).rglob("*.parquet")}
-
-
 def _stopped(proc: subprocess.Popen) -> bool:
     return Path(f"/proc/{proc.pid}/stat").read_text().split(")")[1].split()[0] == "T"
 
@@ -180,10 +186,10 @@ def test_java_and_tandem_write_one_table_at_once(java_hudi, shared, tmp_path):
     victim = HudiReference()
     try:
         slow_beat = {"hoodie.client.heartbeat.interval_in_ms": "60000"}
-        before = _parquet(path)
+        before = data_files(path)
         bulk = [(2000 + i, "x", "a", 1.0, 6) for i in range(50_000)]
         victim.start_write(path, rows((2, "x", "a", 222.0, 6), *bulk), "upsert", {**java_opts, **slow_beat})
-        wait_until(lambda: _parquet(path) - before, 240, "the Java write's first file")
+        wait_until(lambda: data_files(path) - before, 240, "the Java write's first file")
         victim.freeze()
         tandem_rows_ = rows((2, "x", "a", 2000.0, 6))
         proc = _tandem_write(tmp_path, path, {**settings, **slow_beat}, tandem_rows_, "r5")
@@ -194,11 +200,11 @@ def test_java_and_tandem_write_one_table_at_once(java_hudi, shared, tmp_path):
         model = _settle(java_hudi, tmp_path, path, model, [tandem_rows_], "java paused")
 
         # 6. a Java driver SIGKILLed mid-write while Tandem writes; Tandem's recover rolls Java's write back
-        before = _parquet(path)
+        before = data_files(path)
         victim.start_write(
             path, rows(*[(1000 + i, "x", "c", 1.0, 6) for i in range(100_000)]), "bulk_insert", java_opts
         )
-        wait_until(lambda: _parquet(path) - before, 240, "the Java write's first file")
+        wait_until(lambda: data_files(path) - before, 240, "the Java write's first file")
     finally:
         victim.kill()
         victim.close()

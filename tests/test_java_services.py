@@ -19,6 +19,7 @@ from tests.conftest import tandem, wait_until
 from tests.hudi_reference.client import HudiReference
 from tests.hudi_reference.shared_table import (
     assert_all_read,
+    data_files,
     delete,
     expected,
     jsonl,
@@ -131,25 +132,6 @@ def test_java_clean_archival_clustering_and_insert_overwrite_on_a_tandem_table(j
     assert_all_read(java_hudi, tmp_path, path, model, "again")
 
 
-def _new_data_file(path: str, before: set[str]) -> bool:
-    for folder, _, files in os.walk(path):
-        if "/.hoodie" in folder:
-            continue
-        if any(n.endswith(".parquet") and os.path.join(folder, n) not in before for n in files):
-            return True
-    return False
-
-
-def _data_files(path: str) -> set[str]:
-    return {
-        os.path.join(folder, n)
-        for folder, _, files in os.walk(path)
-        if "/.hoodie" not in folder
-        for n in files
-        if n.endswith(".parquet")
-    }
-
-
 def test_a_killed_java_write_rolled_back_by_hudi_then_tandem_goes_on(java_hudi, tmp_path):
     """A second Spark driver (the run's one other JVM) is SIGKILLed once its first data file appears."""
     path = str(tmp_path / "trips")
@@ -159,13 +141,13 @@ def test_a_killed_java_write_rolled_back_by_hudi_then_tandem_goes_on(java_hudi, 
     java_hudi.write(path, changed, "upsert", TRIPS)
     upsert(model, key, changed)
 
-    before = _data_files(path)
+    before = data_files(path)
     pending_before = set(os.listdir(Path(path) / ".hoodie"))
     doomed = rows(*[(1000 + i, "x", ("a", "b", "c")[i % 3], float(i), 3) for i in range(200_000)])
     victim = HudiReference()
     try:
         victim.start_write(path, doomed, "bulk_insert", TRIPS)
-        wait_until(lambda: _new_data_file(path, before), 240, "the doomed write's first data file")
+        wait_until(lambda: data_files(path) - before, 240, "the doomed write's first data file")
     finally:
         victim.kill()
         victim.close()
@@ -173,7 +155,7 @@ def test_a_killed_java_write_rolled_back_by_hudi_then_tandem_goes_on(java_hudi, 
         n.split(".")[0] for n in set(os.listdir(Path(path) / ".hoodie")) - pending_before if n.endswith(".inflight")
     )
     assert len(inflight) == 1 and inflight[0] not in _completed(path, "commit"), inflight
-    partial = _data_files(path) - before
+    partial = data_files(path) - before
     assert partial and all(inflight[0] in f for f in partial), partial
 
     # nobody reads the killed write
@@ -185,7 +167,7 @@ def test_a_killed_java_write_rolled_back_by_hudi_then_tandem_goes_on(java_hudi, 
     java_hudi.write(path, changed, "upsert", TRIPS)
     upsert(model, key, changed)
     assert _completed(path, "rollback"), "Hudi did not roll the killed write back"
-    assert not partial & _data_files(path), "Hudi's rollback left files of the killed write"
+    assert not partial & data_files(path), "Hudi's rollback left files of the killed write"
     _tandem_takes_back(java_hudi, tmp_path, path, model, "after-kill")
 
 

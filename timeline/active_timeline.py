@@ -122,6 +122,10 @@ class ActiveTimeline:
     def earliest_time(self) -> str:
         return self.instants[0].time if self.instants else ""
 
+    @cached_property
+    def _earliest_write_time(self) -> str:
+        return next((i.time for i in self.instants if i.action in WRITE_ACTIONS), self.earliest_time())
+
     def earliest_write_time(self) -> str:
         """Where the active timeline of writes starts: a write older than this was archived.
 
@@ -129,9 +133,9 @@ class ActiveTimeline:
         cleans and rollbacks by their own counts, so an old rollback may stay
         active after newer commits were archived; the earliest instant of any
         action would then hide the archived commits' files. With no write
-        active, the earliest instant of any action.
+        active, the earliest instant of any action. Asked once per listed file: computed once.
         """
-        return next((i.time for i in self.instants if i.action in WRITE_ACTIONS), self.earliest_time())
+        return self._earliest_write_time
 
     @cached_property
     def _undone_times(self) -> frozenset[str]:

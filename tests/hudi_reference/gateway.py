@@ -4,7 +4,6 @@ venv's Spark jars, then the bundle."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,18 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.hudi_reference.client import reference_root
+from tests.hudi_reference.client import installed_readers
 
 JAVA_OPTIONS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 
 def reference_spec() -> dict | None:
     """The hudi-0.15 reader the installer completed, or None."""
-    try:
-        spec = json.loads((reference_root() / "readers.json").read_text())["hudi-0.15"]
-    except (OSError, ValueError, KeyError):
-        return None
-    return spec if os.access(spec["python"], os.X_OK) and os.path.isfile(spec["jar"]) else None
+    return installed_readers().get("hudi-0.15")
 
 
 def missing(what: str) -> None:

@@ -88,3 +88,14 @@ def snapshot(path: str) -> dict[str, str]:
             full = os.path.join(folder, name)
             found[os.path.relpath(full, path)] = hashlib.sha256(Path(full).read_bytes()).hexdigest()
     return found
+
+
+def data_files(path: str) -> set[str]:
+    """The parquet files in the table's partitions (not under `.hoodie/`, where a metadata table keeps its own)."""
+    return {
+        os.path.join(folder, n)
+        for folder, _, files in os.walk(path)
+        if "/.hoodie" not in folder
+        for n in files
+        if n.endswith(".parquet")
+    }
