@@ -58,10 +58,10 @@ import pyarrow.parquet as pq
 
 from bench.report import interleaved, summarize, write_report
 from coordinator.config import CoordinatorConfig, parse_settings
-from coordinator.writer import LocalWriter, WriteResult
-from timeline.file_names import base_file_name, new_file_id, write_token
-from timeline.reader import read_plan
-from timeline.scan import plan_scan
+from coordinator.write.writer import LocalWriter, WriteResult
+from timeline.format.file_names import base_file_name, new_file_id, write_token
+from timeline.query.reader import read_plan
+from timeline.query.scan import plan_scan
 from timeline.table import META_COLUMNS, Table
 
 ROWS = 100  # rows per append and keys per upsert

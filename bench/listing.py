@@ -36,16 +36,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.report import interleaved, summarize, write_report
-from coordinator.archival import archive
 from coordinator.config import CoordinatorConfig
-from coordinator.services import clean
-from timeline.commit_metadata import CommitMetadata, WriteStat
-from timeline.file_names import base_file_name, new_file_id, write_token
-from timeline.instant import CLOCK, COMMIT, Instant, State
+from coordinator.mdt.compaction import execute, run_pending, schedule
+from coordinator.mdt.maintenance import housekeeping
+from coordinator.protocol.archival import archive
+from coordinator.services.steps import clean
+from timeline.format.commit_metadata import CommitMetadata, WriteStat
+from timeline.format.file_names import base_file_name, new_file_id, write_token
+from timeline.format.instant import CLOCK, COMMIT, Instant, State
 from timeline.mdt import layout
 from timeline.mdt import records as mdt_records
-from timeline.mdt.compaction import execute, run_pending, schedule
-from timeline.mdt.maintenance import housekeeping
 from timeline.mdt.reader import MetadataReader
 from timeline.mdt.storage_listing import list_storage
 from timeline.table import Table
@@ -363,9 +363,9 @@ def steady_growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int
     import pyarrow as pa
 
     from coordinator.config import CoordinatorConfig
-    from coordinator.locking import table_lock
-    from coordinator.services import clean
-    from coordinator.writer import LocalWriter
+    from coordinator.protocol.locking import table_lock
+    from coordinator.services.steps import clean
+    from coordinator.write.writer import LocalWriter
 
     table = Table.create(base, "steady", ["id"], ["p"], hive_style=False)
     config = CoordinatorConfig(clean_policy="KEEP_LATEST_FILE_VERSIONS", file_versions_retained=1)

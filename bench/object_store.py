@@ -241,7 +241,7 @@ def bucket_name(system: str, operation: str) -> str:
 def make_series(system: str, operation: str, proxy: RecordingProxy, workdir: Path) -> Series:
     """A fresh table in the bucket of (`system`, `operation`), and how that system commits a batch to it."""
     from coordinator.config import CoordinatorConfig
-    from coordinator.writer import LocalWriter
+    from coordinator.write.writer import LocalWriter
     from timeline.table import Table
 
     bucket = bucket_name(system, operation)
@@ -309,7 +309,7 @@ def check(series: Series, commits: int, endpoint: str) -> None:
         if version != commits - 1:
             raise RuntimeError(f"{series.base}: delta version {version}, expected {commits - 1}")
         return
-    from timeline.reader import read_view
+    from timeline.query.reader import read_view
     from timeline.table import Table
 
     table = Table.open(series.base)
@@ -333,7 +333,7 @@ def cli_startup_ms(repeats: int) -> dict[str, Any]:
 def run(commits: tuple[int, ...], workdir: Path, log: TextIO | None) -> dict[str, Any]:
     import boto3
 
-    import timeline.storage as storage_module
+    import timeline.io.storage as storage_module
     from chaos.servers import MotoServer
 
     os.environ.update(CREDENTIALS)

@@ -18,8 +18,8 @@ planning (which files to read)
   hudi file slices (1 / all) hudi.HudiTable(path).get_file_slices(): the `hudi` package's planning (storage listing)
 
 one-partition query, end to end (count(*), sum(v) WHERE p = X, X a partition with superseded versions)
-  tandem duckdb view        coordinator.duckdb_view.query: plan, then DuckDB over the planned files
-  tandem read_plan          plan_scan + timeline.reader.read_plan
+  tandem duckdb view        coordinator.duckdb.view.query: plan, then DuckDB over the planned files
+  tandem read_plan          plan_scan + timeline.query.reader.read_plan
   duckdb hive glob          read_parquet('<base>/*/*.parquet', hive_partitioning = true) WHERE p = X
   duckdb folder glob        read_parquet('<base>/p=X/*.parquet'): the fastest plain DuckDB can do, given the folder
   hudi read                 hudi.HudiTable(path).read(filters p = X)
@@ -51,14 +51,14 @@ import pyarrow as pa
 
 from bench.report import OUT, interleaved, summarize, write_report
 from coordinator.config import CoordinatorConfig
+from coordinator.mdt.compaction import execute, schedule
 from coordinator.write.parquet_files import write_parquet
-from coordinator.writer import LocalWriter
-from timeline.commit_metadata import CommitMetadata, WriteStat
-from timeline.file_names import base_file_name, new_file_id, write_token
-from timeline.instant import CLOCK, COMMIT, Instant, State
+from coordinator.write.writer import LocalWriter
+from timeline.format.commit_metadata import CommitMetadata, WriteStat
+from timeline.format.file_names import base_file_name, new_file_id, write_token
+from timeline.format.instant import CLOCK, COMMIT, Instant, State
 from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import records as mdt_records
-from timeline.mdt.compaction import execute, schedule
 from timeline.table import META_COLUMNS, Table
 
 ROWS_PER_FILE = 4
@@ -229,7 +229,7 @@ def cached(workdir: Path, shape: Shape) -> tuple[str, list[int]]:
 def tandem_plan(base: str, where: str | None, objects: bool = False):
     """The plan as the planner returns it (columnar splits: path, size, partition, instant per file); with
     `objects`, also one Python `Split` per file (what a caller iterating `plan.splits` pays)."""
-    from timeline.scan import plan_scan
+    from timeline.query.scan import plan_scan
 
     def run() -> int:
         plan = plan_scan(Table.open(base), where)
@@ -258,7 +258,7 @@ def hudi_slices(base: str, value: str | None, options: dict[str, str]):
 
 
 def tandem_duckdb(base: str, value: str):
-    from coordinator.duckdb_view import query
+    from coordinator.duckdb.view import query
 
     def run() -> tuple[int, tuple[int, int]]:
         rows, plan = query(base, f"SELECT count(*) AS n, sum(v) AS s FROM t WHERE p = '{value}'")
@@ -270,8 +270,8 @@ def tandem_duckdb(base: str, value: str):
 def tandem_read_plan(base: str, value: str):
     import pyarrow.compute as pc
 
-    from timeline.reader import read_plan
-    from timeline.scan import plan_scan
+    from timeline.query.reader import read_plan
+    from timeline.query.scan import plan_scan
 
     where = f"p = '{value}'"
 
@@ -393,7 +393,7 @@ def s3_part(workdir: Path, shape: Shape, repeats: int) -> dict:
     import boto3
     import pyarrow.fs as pafs
 
-    import timeline.storage as storage_module
+    import timeline.io.storage as storage_module
     from chaos.servers import MotoServer
     from timeline.mdt.storage_listing import list_storage
 
@@ -423,7 +423,7 @@ def s3_part(workdir: Path, shape: Shape, repeats: int) -> dict:
             return sum(1 for i in infos if i.path.endswith(".parquet"))
 
         def storage_plan(where: str | None):
-            from timeline.scan import plan_scan
+            from timeline.query.scan import plan_scan
 
             return lambda: plan_scan(Table.open(base), where, source="storage").num_splits
 

@@ -15,7 +15,7 @@ record key) is run, interleaved round-robin over the variants:
   spark+index     coordinator.spark.reader.scan (Spark's parquet reader on the planned files)
   spark-noindex   the same on the copy
   spark-footers   spark.read.parquet(<every latest file>) with the filter: Spark's own footer pushdown
-  duckdb+index    coordinator.duckdb_view.query (DuckDB reads only the needed columns of the planned files)
+  duckdb+index    coordinator.duckdb.view.query (DuckDB reads only the needed columns of the planned files)
   duckdb-noindex  the same on the copy
 
 Every variant computes count(*) and sum(event_ts) of the matching rows, checked
@@ -50,11 +50,11 @@ import pyarrow.compute as pc
 
 from bench.report import OUT, interleaved, summarize, write_report
 from coordinator.config import BLOOM, SIMPLE, CoordinatorConfig
-from coordinator.locking import table_lock
+from coordinator.mdt import index_build
+from coordinator.protocol.locking import table_lock
 from coordinator.write.base_reads import BaseFileReads
-from coordinator.writer import LocalWriter, WriteOptions
-from timeline.file_names import BaseFile
-from timeline.mdt import index_build
+from coordinator.write.writer import LocalWriter, WriteOptions
+from timeline.format.file_names import BaseFile
 from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
 from timeline.table import Table
 
@@ -201,8 +201,8 @@ def answer_of(rows: pa.Table) -> tuple[int, int]:
 
 
 def local(path: str, where: str):
-    from timeline.reader import read_plan
-    from timeline.scan import plan_scan
+    from timeline.query.reader import read_plan
+    from timeline.query.scan import plan_scan
 
     def run() -> tuple[int, tuple[int, int]]:
         plan = plan_scan(Table.open(path), where, dialect="duckdb")
@@ -212,7 +212,7 @@ def local(path: str, where: str):
 
 
 def duckdb_view(path: str, where: str):
-    from coordinator.duckdb_view import query
+    from coordinator.duckdb.view import query
 
     def run() -> tuple[int, tuple[int, int]]:
         rows, plan = query(path, f"SELECT count(*) AS n, sum(event_ts) AS s FROM t WHERE {where}")
@@ -242,7 +242,7 @@ def spark_footers(spark, files: list[str], where: str):
 
 
 def query_part(spark, indexed: Path, plain: Path, shape: Shape, repeats: int) -> dict:
-    from timeline.scan import plan_scan
+    from timeline.query.scan import plan_scan
 
     table = Table.open(str(indexed))
     latest = [f"file://{table.storage.full(p)}" for p in plan_scan(table).paths]

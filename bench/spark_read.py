@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from bench.report import interleaved, summarize, write_report
-from coordinator.writer import LocalWriter, WriteOptions
+from coordinator.write.writer import LocalWriter, WriteOptions
 from timeline.table import Table
 
 PARTITIONS = 5

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coordinator import provenance
-from coordinator.transaction import Transaction
-from timeline.active_timeline import ActiveTimeline
-from timeline.fs_view import FileSystemView
-from timeline.instant import State
+from coordinator.protocol import provenance
+from coordinator.protocol.transaction import Transaction
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.fs_view import FileSystemView
+from timeline.format.instant import State
 from timeline.mdt import health
 from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import table as mdt_table

@@ -10,12 +10,12 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 
-from coordinator.clean import files_being_cleaned
-from timeline.active_timeline import ActiveTimeline
-from timeline.instant import REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
-from timeline.mdt import index_build
-from timeline.mdt.bootstrap import validate
-from timeline.reader import read_view
+from coordinator.mdt import index_build
+from coordinator.mdt.bootstrap import validate
+from coordinator.protocol.clean import files_being_cleaned
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.instant import REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+from timeline.query.reader import read_view
 from timeline.table import Table
 
 

@@ -67,11 +67,11 @@ def list_cmd(as_json: bool) -> None:
 
 def _load_all_points() -> None:
     """Import every module that registers crash points, so the registry is complete."""
-    import coordinator.archival  # noqa: F401
-    import coordinator.clean  # noqa: F401
-    import coordinator.rollback  # noqa: F401
-    import coordinator.transaction  # noqa: F401
-    import timeline.mdt.compaction  # noqa: F401
+    import coordinator.mdt.compaction  # noqa: F401
+    import coordinator.protocol.archival  # noqa: F401
+    import coordinator.protocol.clean  # noqa: F401
+    import coordinator.protocol.rollback  # noqa: F401
+    import coordinator.protocol.transaction  # noqa: F401
     import timeline.mdt.table  # noqa: F401
 
 

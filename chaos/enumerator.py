@@ -33,11 +33,11 @@ from chaos import s3, storage_faults
 from chaos.checker import Violation, check_indexes, check_listing, check_readers, check_table
 from chaos.s3 import S3Place
 from chaos.scenarios import KEY, SCENARIOS, Scenario, config, rows, run_service, use_s3_lock, write
-from coordinator.locking import table_lock
-from coordinator.services import recover_table
+from coordinator.protocol.locking import table_lock
+from coordinator.services.steps import recover_table
 from timeline import crash_points
-from timeline.instant import WRITE_ACTIONS
-from timeline.reader import read_view
+from timeline.format.instant import WRITE_ACTIONS
+from timeline.query.reader import read_view
 from timeline.table import HEARTBEAT_DIR, Table
 
 MAX_HITS = 3  # crash at each of the first MAX_HITS hits of a point

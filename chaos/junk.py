@@ -30,13 +30,13 @@ import pyarrow as pa
 
 from chaos.checker import Violation, check_listing, check_readers
 from coordinator.config import CoordinatorConfig
-from coordinator.locking import table_lock
-from coordinator.services import clean, compact, recover_table
-from coordinator.writer import LocalWriter
-from timeline import avro_metadata, outcome
+from coordinator.protocol.locking import table_lock
+from coordinator.services.steps import clean, compact, recover_table
+from coordinator.write.writer import LocalWriter
 from timeline.errors import TandemError
-from timeline.fs_view import list_base_files
-from timeline.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, Instant, State
+from timeline.format import avro_metadata, outcome
+from timeline.format.fs_view import list_base_files
+from timeline.format.instant import CLEAN, COMMIT, DELTA_COMMIT, REPLACE_COMMIT, ROLLBACK, Instant, State
 from timeline.table import TEMP_DIR, Table
 
 KEY = "id"

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from chaos.checker import Violation, check_listing, check_readers
 from chaos.junk import KEY, Model, keep_if_violated, settings, write
-from coordinator.locking import table_lock
-from coordinator.services import compact
+from coordinator.protocol.locking import table_lock
+from coordinator.services.steps import compact
 from timeline.errors import TandemError
 from timeline.mdt.layout import MDT_DIR
-from timeline.reader import read_view
+from timeline.query.reader import read_view
 from timeline.table import Table
 
 DAMAGES = ("flip-bit", "flip-byte", "truncate", "delete")

@@ -40,12 +40,12 @@ from chaos.enumerator import expire_heartbeats
 from chaos.nemesis_writer import HOT_KEYS, partition_of
 from chaos.scenarios import run_service
 from chaos.servers import MotoServer, ZooKeeperServer
-from coordinator.archival import BUNDLE_PREFIX, read_bundle
 from coordinator.config import CoordinatorConfig
-from coordinator.services import recover_table
-from coordinator.worker import worker_command
-from coordinator.writer import LocalWriter
-from timeline.instant import ROLLBACK, WRITE_ACTIONS
+from coordinator.protocol.archival import BUNDLE_PREFIX, read_bundle
+from coordinator.services.steps import recover_table
+from coordinator.services.worker import worker_command
+from coordinator.write.writer import LocalWriter
+from timeline.format.instant import ROLLBACK, WRITE_ACTIONS
 from timeline.table import ARCHIVED_FOLDER, Table
 
 LOCK_SERVICES = ("file", "zookeeper", "dynamodb")

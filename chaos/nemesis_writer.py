@@ -19,8 +19,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from coordinator.config import CoordinatorConfig
-from coordinator.transaction import TOKEN_KEY
-from coordinator.writer import LocalWriter
+from coordinator.protocol.transaction import TOKEN_KEY
+from coordinator.write.writer import LocalWriter
 from timeline.errors import ConflictError, TandemError
 from timeline.table import Table
 

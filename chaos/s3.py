@@ -9,7 +9,7 @@ differ from a local folder, and both are handled here rather than in the
 protocol code:
   * S3 sets an object's Last-Modified itself, so a dead writer's heartbeat
     cannot be aged; it is deleted instead, which the protocol treats exactly as
-    an expired one (`coordinator/heartbeat.py`: a missing heartbeat is expired);
+    an expired one (`coordinator/protocol/heartbeat.py`: a missing heartbeat is expired);
   * the `hudi` package (the checker's independent reader) reads S3 through
     object_store, which refuses a plain-HTTP endpoint unless `AWS_ALLOW_HTTP`.
 """
@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 
 from chaos.servers import MotoServer
 from locks.file_lock import LOCK_DIR
-from timeline.storage import Storage
+from timeline.io.storage import Storage
 from timeline.table import HEARTBEAT_DIR
 
 REGION = "us-east-1"
@@ -51,7 +51,7 @@ def _client():
 
 def use_endpoint(url: str) -> None:
     """Point this process and its children (forked or spawned) at `url` for S3, with dummy credentials."""
-    import timeline.storage as storage_module
+    import timeline.io.storage as storage_module
 
     os.environ["AWS_ENDPOINT_URL_S3"] = url
     os.environ["AWS_DEFAULT_REGION"] = REGION
@@ -77,7 +77,7 @@ def moto_place(work: Path, lock_table: str = "tandem_chaos") -> Iterator[S3Place
 
 def after_fork() -> None:
     """In a forked child: a boto3 client of its own, since the parent's pooled connections are not its to use."""
-    import timeline.storage as storage_module
+    import timeline.io.storage as storage_module
 
     storage_module._s3_client = None
 

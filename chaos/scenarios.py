@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from coordinator.config import CoordinatorConfig
-from coordinator.locking import held, table_lock
-from coordinator.services import archive_table, clean, compact, recover_table
-from coordinator.writer import LocalWriter
+from coordinator.mdt import index_build
+from coordinator.protocol.locking import held, table_lock
+from coordinator.services.steps import archive_table, clean, compact, recover_table
+from coordinator.write.writer import LocalWriter
 from locks.base import LockProvider
 from timeline.crash_points import SimulatedCrash, simulate
-from timeline.mdt import index_build
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS
 from timeline.table import Table
 

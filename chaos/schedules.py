@@ -62,16 +62,16 @@ from chaos.enumerator import expire_heartbeats
 from chaos.scenarios import run_service
 from chaos.servers import MotoServer, ZooKeeperServer
 from coordinator.config import CoordinatorConfig
-from coordinator.heartbeat import is_expired
-from coordinator.locking import table_lock
-from coordinator.services import recover_table
-from coordinator.writer import LocalWriter
+from coordinator.protocol.heartbeat import is_expired
+from coordinator.protocol.locking import table_lock
+from coordinator.services.steps import recover_table
+from coordinator.write.writer import LocalWriter
 from locks.base import LockProvider
 from locks.config import open_lock
 from timeline.crash_points import CRASH_EXIT_CODE
 from timeline.errors import TandemError
 from timeline.mdt import layout
-from timeline.reader import read_view
+from timeline.query.reader import read_view
 from timeline.table import HEARTBEAT_DIR, Table
 
 PROVIDERS = ("file", "zookeeper", "dynamodb")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from timeline import crash_points
 from timeline.crash_points import CRASH_EXIT_CODE
-from timeline.storage import Storage
+from timeline.io.storage import Storage
 
 MUTATIONS = ("create_if_absent", "write_bytes", "delete", "discard", "discard_all", "delete_dir", "move", "open_output")
 WRITES = ("create_if_absent", "write_bytes", "open_output")

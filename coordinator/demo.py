@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from coordinator.config import CoordinatorConfig
-from coordinator.worker import worker_command
+from coordinator.services.worker import worker_command
 from timeline.table import Table
 
 CITIES = ["amsterdam", "berlin", "chennai", "denver", "lisbon"]

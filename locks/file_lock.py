@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from locks.base import LockProvider, OwnerInfo, RetryPolicy
 from timeline.errors import BadInputError
-from timeline.storage import Storage
+from timeline.io.storage import Storage
 
 LOCK_DIR = ".hoodie/.tandem-lock"
 

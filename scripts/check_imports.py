@@ -2,7 +2,8 @@
 
 Production (timeline/, coordinator/, locks/) must never import chaos/, tests/ or bench/, which sit on top of
 it; each package imports only its own layer and those below (timeline < locks < coordinator < chaos); and the
-modules of timeline/, coordinator/, locks/ and chaos/ must import one another without a cycle.
+modules of timeline/, coordinator/, locks/ and chaos/ must import one another without a cycle, and so must their
+sub-packages (whose faces import their modules eagerly, which is safe only without a package circle).
 Every import counts, also one inside a function or under TYPE_CHECKING: an import moved into a function
 still couples the two modules, it only hides the cycle from Python. Exit 1 with one line per offence.
 """
@@ -43,7 +44,9 @@ def imported_names(tree: ast.Module, module: str, is_package: bool) -> Iterator[
                 package = module.split(".") if is_package else module.split(".")[:-1]
                 anchor = package[: len(package) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
-            yield node.lineno, base, [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"] + [base]
+            # `from p import x` binds the submodule p.x if there is one, else a name of p's face (resolve() finds
+            # the longest prefix that is a module): p's face is not counted when only its submodules are imported
+            yield node.lineno, base, [f"{base}.{alias.name}" if alias.name != "*" else base for alias in node.names]
 
 
 def resolve(name: str, modules: set[str]) -> str | None:
@@ -118,10 +121,31 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return reported
 
 
+def package_graph(graph: dict[str, set[str]], modules: set[str]) -> dict[str, set[str]]:
+    """The imports between packages (a module counts for the package that holds it, a face for its package).
+    A package's face may import its modules eagerly only if no package circle runs through it."""
+
+    def package(module: str) -> str:
+        return module if f"{module}.__init__" in modules else module.rpartition(".")[0] or module
+
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        mine = package(module)
+        packages.setdefault(mine, set())
+        for target in targets:
+            theirs = package(target)
+            packages.setdefault(theirs, set())
+            if theirs != mine and not mine.startswith(f"{theirs}.") and not theirs.startswith(f"{mine}."):
+                packages[mine].add(theirs)
+    return packages
+
+
 def main() -> int:
     """Print every offence and every cycle; 1 if there is any."""
     graph, offences = build_graph()
+    modules = {f"{module_name(p)}.__init__" for package in CHECKED for p in (ROOT / package).rglob("__init__.py")}
     problems = offences + [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
+    problems += [f"package cycle: {' -> '.join(c)}" for c in cycles(package_graph(graph, modules))]
     for problem in problems:
         print(problem)
     if problems:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.writer import LocalWriter  # noqa: E402
+from coordinator.write.writer import LocalWriter  # noqa: E402
 from timeline.table import Table  # noqa: E402
 
 FLUSHED: list[tuple[str, bool]] = []  # (path, is a folder)

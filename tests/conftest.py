@@ -30,7 +30,7 @@ def s3_base(moto, monkeypatch):
     """A fresh `s3://` table base on the local S3 endpoint."""
     import boto3
 
-    import timeline.storage as storage_module
+    import timeline.io.storage as storage_module
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto.url)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")

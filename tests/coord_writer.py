@@ -18,7 +18,7 @@ import zlib
 import pyarrow as pa
 
 from coordinator.config import CoordinatorConfig
-from coordinator.writer import LocalWriter
+from coordinator.write.writer import LocalWriter
 from timeline.errors import ConflictError, TandemError
 from timeline.table import Table
 
@@ -62,7 +62,7 @@ def loop(base: str, name: str, seconds: float, config: CoordinatorConfig) -> Non
 
 
 def paused(base: str, config: CoordinatorConfig) -> None:
-    from coordinator.transaction import Transaction
+    from coordinator.protocol.transaction import Transaction
 
     table = Table.open(base)
     writer = LocalWriter(table, coordinator=config)

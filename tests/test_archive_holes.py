@@ -16,15 +16,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from coordinator.archival import archive_data, archive_metadata
 from coordinator.config import CoordinatorConfig
-from coordinator.recovery import recover
-from coordinator.services import clean
-from coordinator.writer import LocalWriter
-from timeline.instant import CLEAN, COMMIT, Instant, State
+from coordinator.protocol.archival import archive_data, archive_metadata
+from coordinator.protocol.recovery import recover
+from coordinator.services.steps import clean
+from coordinator.write.writer import LocalWriter
+from timeline.format.instant import CLEAN, COMMIT, Instant, State
 from timeline.mdt.health import MetadataFallbackWarning
-from timeline.reader import read_plan
-from timeline.scan import plan_scan
+from timeline.query.reader import read_plan
+from timeline.query.scan import plan_scan
 from timeline.table import Table
 
 RETAIN_LITTLE = CoordinatorConfig(  # archival by hand only, down to two commits, the MDT compacted every commit

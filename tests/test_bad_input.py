@@ -7,14 +7,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from coordinator.writer import LocalWriter
+from coordinator.write.writer import LocalWriter
 from tests.conftest import tandem, unzip_fixture
-from timeline import avro_metadata, properties
-from timeline.active_timeline import ActiveTimeline
-from timeline.commit_metadata import CommitMetadata
 from timeline.errors import BadInputError, CorruptInstantError, NotATableError
-from timeline.instant import Instant, State
-from timeline.storage import Storage
+from timeline.format import avro_metadata, properties
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.commit_metadata import CommitMetadata
+from timeline.format.instant import Instant, State
+from timeline.io.storage import Storage
 from timeline.table import Table
 
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timeline.bloom import (
+from timeline.index.bloom import (
     BLOOM_ARROW_SCHEMA,
     BLOOM_SCHEMA,
     BLOOM_TYPE,
@@ -33,7 +33,7 @@ KEYS = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
 # change in any of them (or an mmh3 that hashes differently) is caught before it reaches a table
 GOLDEN_SCRIPT = (
     "import hashlib\n"
-    "from timeline.bloom import BloomFilter\n"
+    "from timeline.index.bloom import BloomFilter\n"
     "b = BloomFilter(1000, 0.001)\n"
     "b.add_all([f'uuid-{i}' for i in range(500)] + ['', 'é', '\\U0010ffff', 'a\\x00b'])\n"
     "print(hashlib.sha256(b.to_bytes()).hexdigest())\n"

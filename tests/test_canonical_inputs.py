@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from coordinator.cli import main
-from timeline import avro_metadata, keys, partition_path
-from timeline.commit_metadata import CommitMetadata
 from timeline.errors import BadInputError, CorruptInstantError
-from timeline.instant import validate_instant_time
+from timeline.format import avro_metadata, keys, partition_path
+from timeline.format.commit_metadata import CommitMetadata
+from timeline.format.instant import validate_instant_time
+from timeline.io.storage import Storage
 from timeline.mdt import records
 from timeline.metrics import LOOKUP_FILES, METRICS
-from timeline.storage import Storage
 
 PENDING = "20000101000000000"  # a pending write instant (old: the process's instant clock must not jump ahead)
 PLANNER = "20000101000000001"  # the rollback or clean instant whose plan is crafted

@@ -9,7 +9,16 @@ import pytest
 
 from coordinator.cli import cli
 
-HEAVY = ("pyarrow", "numpy", "pandas", "fastavro", "rich", "coordinator.writer", "coordinator.transaction", "chaos")
+HEAVY = (
+    "pyarrow",
+    "numpy",
+    "pandas",
+    "fastavro",
+    "rich",
+    "coordinator.write.writer",
+    "coordinator.protocol.transaction",
+    "chaos",
+)
 
 
 def imported(*args: str) -> set[str]:

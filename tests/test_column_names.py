@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.column_names import check_input_columns
-from coordinator.writer import LocalWriter
+from coordinator.write.column_names import check_input_columns
+from coordinator.write.writer import LocalWriter
 from timeline.errors import BadInputError
-from timeline.reader import read_view
+from timeline.query.reader import read_view
 from timeline.table import META_COLUMNS, Table
 
 # Names the writers, readers and planners use for their own columns, and near misses of them.

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from timeline import column_stats as cs
-from timeline.column_stats import (
+from timeline.index import column_stats as cs
+from timeline.index.column_stats import (
     COLUMN_STATS_ARROW_SCHEMA,
     COLUMN_STATS_SCHEMA,
     STRING_PREFIX,

@@ -1,4 +1,4 @@
-"""Engine connectors: `spark.read.format("tandem")` and DuckDB views/queries, both planned by `timeline.scan`.
+"""Engine connectors: `spark.read.format("tandem")` and DuckDB views/queries, both planned by `timeline.query.scan`.
 
 The oracle for rows is the `hudi` package's read of the same snapshot (latest,
 as of an instant, or incremental), filtered by DuckDB with the same SQL.
@@ -18,11 +18,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator import duckdb_view
-from coordinator.writer import LocalWriter
+from coordinator.duckdb import view as duckdb_view
+from coordinator.mdt import index_build
+from coordinator.write.writer import LocalWriter
 from tests.conftest import FIXTURE_NAMES, tandem, unzip_fixture
 from timeline.errors import BadInputError
-from timeline.mdt import index_build
 from timeline.mdt.log import COLUMN_STATS
 from timeline.table import META_COLUMNS, Table
 
@@ -257,7 +257,7 @@ def test_spark_filters_translate_exactly() -> None:
     from pyspark.sql import datasource as S
 
     from coordinator.spark.datasource import translate
-    from timeline import predicate as P
+    from timeline.query import predicate as P
 
     stamp = datetime(2024, 1, 1, tzinfo=timezone.utc)
     assert translate(S.EqualTo(("a",), 1)) == P.Comparison("a", "=", 1)

@@ -13,12 +13,12 @@ import pyarrow as pa
 import pytest
 
 from chaos.checker import check_table
-from coordinator.archival import read_bundle
 from coordinator.config import CoordinatorConfig
-from coordinator.heartbeat import is_expired
-from coordinator.services import CompactionReport, clean
-from coordinator.transaction import TOKEN_KEY, Transaction
-from coordinator.writer import LocalWriter
+from coordinator.protocol.archival import read_bundle
+from coordinator.protocol.heartbeat import is_expired
+from coordinator.protocol.transaction import TOKEN_KEY, Transaction
+from coordinator.services.steps import CompactionReport, clean
+from coordinator.write.writer import LocalWriter
 from tests.conftest import FAST_FILE_LOCK, tandem, wait_until
 from timeline.crash_points import SimulatedCrash, simulate
 from timeline.errors import BadInputError, ConflictError, TandemError
@@ -84,7 +84,7 @@ def test_same_file_group_conflicts_and_the_loser_leaves_nothing(table):
     marker_target = f"a/{base.file_id}_9-0-0_{loser.time}.parquet"
     loser.create_marker(marker_target, "MERGE")
     table.storage.write_bytes(marker_target, b"not really parquet")
-    from timeline.commit_metadata import WriteStat
+    from timeline.format.commit_metadata import WriteStat
 
     loser.metadata.add(
         WriteStat(base.file_id, marker_target, "a", prev_commit=winner.metadata.write_stats()[0].prev_commit)
@@ -269,7 +269,7 @@ def test_paused_writer_is_never_both_rolled_back_and_completed(table):
 
 def test_archival_deletes_a_file_that_landed_after_its_rollback(table):
     """Once a rollback is archived its target counts as archived-completed; a late file must not survive it."""
-    from coordinator.archival import archive
+    from coordinator.protocol.archival import archive
 
     config = CoordinatorConfig(auto_archive=False, max_delta_commits=2, failed_writes_policy="EAGER")
     writer = LocalWriter(table, coordinator=config)
@@ -289,7 +289,7 @@ def test_archival_deletes_a_file_that_landed_after_its_rollback(table):
 
 
 def test_a_worker_run_that_loses_a_file_it_reads_is_skipped_not_fatal(table, monkeypatch):
-    import coordinator.worker as worker
+    import coordinator.services.worker as worker
 
     calls = []
 
@@ -336,7 +336,7 @@ def test_a_marker_folder_removed_mid_write_stops_the_write(table, monkeypatch):
 
 def test_archival_that_meets_a_moved_file_never_fails_a_committed_write(table, monkeypatch):
     """Found by the DynamoDB nemesis: archival after T completed met an instant another archiver had moved."""
-    import coordinator.transaction as transaction
+    import coordinator.protocol.transaction as transaction
 
     def raced(*_args):
         raise FileNotFoundError(2, "No such file or directory", ".hoodie/20261122160754117.rollback")
@@ -351,7 +351,7 @@ def test_archival_that_meets_a_moved_file_never_fails_a_committed_write(table, m
 
 def test_a_worker_run_that_finds_its_step_done_by_another_process_is_skipped(table, monkeypatch):
     """Found by the DynamoDB nemesis: a clean another process had finished ('already completed')."""
-    import coordinator.worker as worker
+    import coordinator.services.worker as worker
 
     outcomes = iter([TandemError("instant 20261122161417951.clean is already completed"), None])
 

@@ -12,7 +12,7 @@ import pytest
 from chaos.junk import KEY, build
 from tests.conftest import tandem
 from timeline.errors import CorruptInstantError
-from timeline.reader import read_view
+from timeline.query.reader import read_view
 from timeline.table import Table
 
 

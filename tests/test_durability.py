@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.writer import LocalWriter
-from timeline.storage import Storage
+from coordinator.write.writer import LocalWriter
+from timeline.io.storage import Storage
 from timeline.table import Table
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names fsynced descriptors through /proc")

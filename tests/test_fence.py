@@ -19,20 +19,20 @@ import pyarrow as pa
 import pytest
 
 from chaos.checker import check_table
-from coordinator import archival
-from coordinator import rollback as rollback_service
 from coordinator.config import CoordinatorConfig
-from coordinator.recovery import roll_back_orphans
-from coordinator.transaction import Transaction
-from coordinator.writer import LocalWriter
+from coordinator.mdt import compaction
+from coordinator.mdt.bootstrap import validate
+from coordinator.mdt.maintenance import failed_writes
+from coordinator.protocol import archival
+from coordinator.protocol import rollback as rollback_service
+from coordinator.protocol.recovery import roll_back_orphans
+from coordinator.protocol.transaction import Transaction
+from coordinator.write.writer import LocalWriter
 from locks.base import LockProvider, OwnerInfo
-from timeline import outcome
 from timeline.crash_points import SimulatedCrash, observe, simulate
 from timeline.errors import ConflictError, TandemError
-from timeline.instant import ROLLBACK
-from timeline.mdt import compaction
-from timeline.mdt.bootstrap import validate
-from timeline.mdt.maintenance import failed_writes
+from timeline.format import outcome
+from timeline.format.instant import ROLLBACK
 from timeline.mdt.reader import MetadataReader
 from timeline.table import TEMP_DIR, Table
 

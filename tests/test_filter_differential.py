@@ -31,11 +31,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from coordinator.writer import LocalWriter
+from coordinator.write.writer import LocalWriter
 from tests.conftest import tandem
-from timeline.keys import DEFAULT_PARTITION
-from timeline.reader import read_plan
-from timeline.scan import plan_scan
+from timeline.format.keys import DEFAULT_PARTITION
+from timeline.query.reader import read_plan
+from timeline.query.scan import plan_scan
 from timeline.table import Table
 
 pytest.importorskip("pyspark")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from chaos import junk, mdt_fuzz
-from coordinator import provenance
-from timeline.active_timeline import ActiveTimeline
+from coordinator.protocol import provenance
+from timeline.format.active_timeline import ActiveTimeline
 
 MDT_KINDS = ("base:files", "base:column_stats", "base:bloom_filters", "log", "properties", "instant")
 

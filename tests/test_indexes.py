@@ -15,17 +15,18 @@ import pyarrow as pa
 import pytest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.locking import table_lock
-from coordinator.services import clean, compact
-from coordinator.writer import LocalWriter
+from coordinator.mdt import index_build
+from coordinator.protocol.locking import table_lock
+from coordinator.services.steps import clean, compact
+from coordinator.write.writer import LocalWriter
 from tests.conftest import hudi_read, tandem, unzip_fixture
-from timeline.mdt import index_build, layout
+from timeline.mdt import layout
 from timeline.mdt.health import MetadataFallbackWarning
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS
 from timeline.mdt.reader import MetadataReader
 from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
-from timeline.reader import read_plan
-from timeline.scan import plan_scan
+from timeline.query.reader import read_plan
+from timeline.query.scan import plan_scan
 from timeline.table import Table
 
 BOTH = [COLUMN_STATS, BLOOM_FILTERS]
@@ -267,7 +268,7 @@ def test_a_bloom_filter_that_cannot_be_read_keeps_its_file(table: Table, monkeyp
     def unreadable(data):
         raise ValueError("unsupported bloom filter version 1")
 
-    monkeypatch.setattr("timeline.mdt.bloom_index.BloomFilter.from_bytes", unreadable)
+    monkeypatch.setattr("coordinator.write.bloom_index.BloomFilter.from_bytes", unreadable)
     writer.write(batch(0, 60, 9), "upsert")
     ids = hudi_read(table.uri).column("id").to_pylist()
     assert sorted(ids) == list(range(180))

@@ -58,7 +58,7 @@ def key(row: dict) -> object:
 def shared(zookeeper, tmp_path):
     """The table (no metadata table) and the settings each side is given."""
     from coordinator.config import CoordinatorConfig
-    from coordinator.writer import LocalWriter
+    from coordinator.write.writer import LocalWriter
     from timeline.table import Table
 
     path = str(tmp_path / "trips")

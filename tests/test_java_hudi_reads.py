@@ -60,9 +60,9 @@ def archived_history(tmp_path):
     import random
 
     from coordinator.config import CoordinatorConfig
-    from coordinator.locking import table_lock
-    from coordinator.services import archive_table
-    from coordinator.writer import LocalWriter
+    from coordinator.protocol.locking import table_lock
+    from coordinator.services.steps import archive_table
+    from coordinator.write.writer import LocalWriter
     from timeline.table import Table
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p1"])
@@ -97,8 +97,8 @@ BEFORE = "20000101000000000"
 
 
 def _tandem_incremental(table, since: str, until: str) -> Counter:
-    from timeline.reader import read_plan
-    from timeline.scan import plan_scan
+    from timeline.query.reader import read_plan
+    from timeline.query.scan import plan_scan
 
     return canon_rows(read_plan(plan_scan(table, since=since, until=until)).to_pylist(), READER_COLUMNS)
 
@@ -151,8 +151,8 @@ def cleaned_history(tmp_path):
     import random
 
     from coordinator.config import CoordinatorConfig
-    from coordinator.services import clean
-    from coordinator.writer import LocalWriter
+    from coordinator.services.steps import clean
+    from coordinator.write.writer import LocalWriter
     from timeline.table import Table
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"])
@@ -174,8 +174,8 @@ def test_java_hudi_refuses_time_travel_before_the_cleaned_instants(java_hudi, cl
 
 
 def test_tandem_refuses_time_travel_before_the_cleaned_instants(cleaned_history):
-    from timeline.reader import read_plan
-    from timeline.scan import plan_scan
+    from timeline.query.reader import read_plan
+    from timeline.query.scan import plan_scan
 
     table, instants = cleaned_history
     try:

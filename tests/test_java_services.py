@@ -53,7 +53,7 @@ def key(row: dict) -> object:
 
 def _tandem_table(path: str, model: dict) -> None:
     from coordinator.config import CoordinatorConfig
-    from coordinator.writer import LocalWriter
+    from coordinator.write.writer import LocalWriter
     from timeline.table import Table
 
     table = Table.create(path, "trips", ["id"], ["city"], hive_style=True, precombine_field="ts")

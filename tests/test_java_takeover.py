@@ -43,7 +43,7 @@ def _java_writes_again(java_hudi, tmp_path, path: str, model: dict, key, options
 
 def test_java_writes_a_tandem_table_then_tandem_takes_it_back(java_hudi, tmp_path):
     from coordinator.config import CoordinatorConfig
-    from coordinator.writer import LocalWriter
+    from coordinator.write.writer import LocalWriter
     from timeline.table import Table
 
     path = str(tmp_path / "trips")

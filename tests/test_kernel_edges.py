@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 import coordinator.write.rows as rows_module
 from coordinator.config import CoordinatorConfig
 from coordinator.write.rows import KEY, PARTITION, changes, split_by
-from coordinator.writer import LocalWriter
-from timeline.reader import read_view
+from coordinator.write.writer import LocalWriter
+from timeline.query.reader import read_view
 from timeline.table import Table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("v", pa.int64()), ("s", pa.string())])

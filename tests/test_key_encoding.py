@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from coordinator.writer import LocalWriter
+from coordinator.write.writer import LocalWriter
 from tests.conftest import tandem
 from tests.test_bad_input import tree
-from timeline import keys, partition_path
 from timeline.errors import BadInputError
-from timeline.reader import read_view
+from timeline.format import keys, partition_path
+from timeline.query.reader import read_view
 from timeline.table import Table
 
 # ------------------------------------------------------------------ the oracle: Hudi 0.15.0's KeyGenUtils

@@ -19,16 +19,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.recovery import recover
-from coordinator.services import clean
-from coordinator.writer import LocalWriter
+from coordinator.mdt import compaction
+from coordinator.mdt.bootstrap import initialize, validate
+from coordinator.protocol.recovery import recover
+from coordinator.services.steps import clean
+from coordinator.write.writer import LocalWriter
 from tests.conftest import hudi_read, rows_by_key, tandem, unzip_fixture
-from timeline import properties
 from timeline.crash_points import SimulatedCrash, simulate
-from timeline.mdt import compaction, layout
-from timeline.mdt.bootstrap import initialize, validate
+from timeline.format import properties
+from timeline.mdt import layout
 from timeline.mdt.log import DATA, MAGIC, LogBlock, encode_log
-from timeline.reader import read_view
+from timeline.query.reader import read_view
 from timeline.table import Table
 
 INSERT = {"id": [1, 2, 3, 4], "city": ["a", "a", "b", "c"], "v": [1, 1, 1, 1]}
@@ -371,7 +372,7 @@ def test_an_interrupted_initialization_is_not_read_but_the_next_write_finishes_i
 
 def test_writes_made_while_the_mdt_was_hidden_are_caught_when_it_returns(templates, tmp_path):
     """A table that does not record its MDT (made before the record existed): writes skip a missing MDT."""
-    from timeline.table_config import record_metadata_table
+    from timeline.format.table_config import record_metadata_table
 
     base = tmp_path / "t"
     shutil.copytree(templates["logs"], base)
@@ -446,7 +447,7 @@ def test_repair_refuses_while_data_instants_are_pending(templates, tmp_path):
 
 
 def test_s3_table_with_lost_logs_falls_back_and_is_repaired(s3_base):
-    from timeline.mdt.bootstrap import repair
+    from coordinator.mdt.bootstrap import repair
     from timeline.mdt.health import MetadataFallbackWarning, MetadataUnhealthyError
 
     table = Table.create(s3_base, "t", ["id"], ["city"])

@@ -7,7 +7,7 @@ import zlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timeline.commit_metadata import CommitMetadata, WriteStat
+from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.mdt import records as rec
 from timeline.mdt.log import DATA, MAGIC, SEAL, LogBlock, decode_log, encode_block, encode_log
 

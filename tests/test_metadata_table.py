@@ -12,16 +12,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.config import CoordinatorConfig
-from coordinator.recovery import recover
-from coordinator.services import clean
-from coordinator.writer import LocalWriter
+from coordinator.mdt import compaction
+from coordinator.mdt.bootstrap import initialize, validate
+from coordinator.protocol.recovery import recover
+from coordinator.services.steps import clean
+from coordinator.write.writer import LocalWriter
 from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, tandem, unzip_fixture
 from timeline.crash_points import SimulatedCrash, simulate
 from timeline.errors import BadInputError, TandemError
-from timeline.mdt import compaction, layout
-from timeline.mdt.bootstrap import initialize, validate
+from timeline.mdt import layout
 from timeline.mdt.reader import MetadataReader
-from timeline.reader import read_view
+from timeline.query.reader import read_view
 from timeline.table import Table
 
 CITIES = ["ams", "ber", "lis"]
@@ -268,8 +269,8 @@ def test_a_second_scheduler_with_a_stale_view_never_plans_a_sealed_slice_again(t
     """Seen in the S3 nemesis: a scheduler read the MDT timeline before another compaction of the same slice was
     planned, sealed the slice one version above that compaction's seal and planned from the old base; once that
     base was the newest, the commits the other compaction's new slice gathered vanished from the MDT."""
-    from coordinator.locking import table_lock
-    from coordinator.services import compact
+    from coordinator.protocol.locking import table_lock
+    from coordinator.services.steps import compact
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"])
     config = dataclasses.replace(SINGLE_WRITER, max_delta_commits=100)  # compaction only when asked

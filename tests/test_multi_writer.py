@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from chaos.checker import check_table
-from coordinator.heartbeat import is_expired
-from coordinator.writer import LocalWriter
+from coordinator.protocol.heartbeat import is_expired
+from coordinator.write.writer import LocalWriter
 from tests.conftest import FAST_FILE_LOCK, tandem, wait_until
 from tests.coord_writer import HOT_KEYS, partition_of
 from timeline.mdt import layout

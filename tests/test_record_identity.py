@@ -9,10 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.writer import LocalWriter
+from coordinator.write.writer import LocalWriter
 from tests.conftest import hudi_read, tandem
 from timeline.errors import BadInputError
-from timeline.reader import read_view
+from timeline.query.reader import read_view
 from timeline.table import Table
 
 GLOBAL = {"hoodie.index.type": "GLOBAL_SIMPLE"}

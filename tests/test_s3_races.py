@@ -14,7 +14,7 @@ everything on the client side under real concurrency (two processes'
 listings, reads and claims interleaving at request granularity, the 412
 mapped to "lost", the loser's path). It does not test a store's atomicity
 under concurrent PUTs: that is the store's guarantee (AWS documents it); the
-probe (`timeline/store_probe.py`) only checks that a store honours the header
+probe (`timeline/io/store_probe.py`) only checks that a store honours the header
 at all, sequentially. moto's threaded server is no better arbiter:
 its `If-None-Match` check and the write are separate steps without a lock,
 atomic only as far as thread scheduling happens to allow. The last test is
@@ -36,13 +36,13 @@ from pathlib import Path
 
 import pytest
 
-from timeline import outcome, properties
-from timeline.commit_metadata import CommitMetadata
-from timeline.instant import COMMIT, Instant, State
+from timeline.format import outcome, properties
+from timeline.format.commit_metadata import CommitMetadata
+from timeline.format.instant import COMMIT, Instant, State
+from timeline.io.storage import Storage
 from timeline.mdt import layout
 from timeline.mdt import records as mdt_records
 from timeline.mdt.log import DATA, LogBlock, decode_log
-from timeline.storage import Storage
 from timeline.table import Table
 
 ROUNDS = 5
@@ -133,7 +133,7 @@ RACES = {
 def _serve(env: dict, barrier, conn) -> None:
     """A worker: run each task it is sent, racing the others at the barrier."""
     os.environ.update(env)
-    import timeline.storage as storage_module
+    import timeline.io.storage as storage_module
 
     _install_barrier()
     while True:
@@ -325,7 +325,7 @@ def test_creating_the_same_table(s3_base, racers):
 
 CLI_RACER = """
 import os, sys, time
-from timeline.storage import Storage
+from timeline.io.storage import Storage
 ready, go, base = sys.argv[1:4]
 Storage(base).require_fencing()  # imports, client and probe done before the start line
 open(ready, "w").close()

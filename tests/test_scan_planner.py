@@ -18,14 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from timeline import partition_filter, partition_path
 from timeline.errors import BadInputError
-from timeline.file_names import BaseFile, parse_base_file
-from timeline.fs_view import FileSystemView
-from timeline.keys import DEFAULT_PARTITION
-from timeline.predicate import And, Between, Comparison, InList, IsNull, Not, Or
-from timeline.scan import files_table, latest_files
-from timeline.skipping import evaluate, facts_of_value, prune_partitions
+from timeline.format import partition_path
+from timeline.format.file_names import BaseFile, parse_base_file
+from timeline.format.fs_view import FileSystemView
+from timeline.format.keys import DEFAULT_PARTITION
+from timeline.query import partition_filter
+from timeline.query.predicate import And, Between, Comparison, InList, IsNull, Not, Or
+from timeline.query.scan import files_table, latest_files
+from timeline.query.skipping import evaluate, facts_of_value, prune_partitions
 
 INSTANTS = [f"2026010100000{i}" for i in range(10)]
 
@@ -184,7 +185,7 @@ def test_a_base_file_name_parses_the_same_in_bulk_and_alone():
         "x.parquet",
         "f1_0-1-0_20260101000000.orc",
     ]
-    from timeline.file_names import BASE_FILE_PATTERN
+    from timeline.format.file_names import BASE_FILE_PATTERN
     from timeline.mdt.reader import _extract_in_parallel
 
     parts = _extract_in_parallel(pa.chunked_array([pa.array(names * 5000)]), BASE_FILE_PATTERN).to_pylist()
@@ -199,8 +200,8 @@ def test_plans_in_one_process_follow_new_commits_and_metadata_compactions(tmp_pa
     """What the planner keeps per process (parsed base listings, the partition list, typed candidates)
     never answers for a table that moved on: every plan equals a plan from a storage listing."""
     from coordinator.config import CoordinatorConfig
-    from coordinator.writer import LocalWriter
-    from timeline.scan import plan_scan
+    from coordinator.write.writer import LocalWriter
+    from timeline.query.scan import plan_scan
     from timeline.table import Table
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], hive_style=True)

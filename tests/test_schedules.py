@@ -37,7 +37,7 @@ from chaos.schedules import (
     run_schedules,
 )
 from coordinator.config import CoordinatorConfig
-from coordinator.writer import LocalWriter
+from coordinator.write.writer import LocalWriter
 from timeline.table import Table
 
 pytestmark = pytest.mark.slow

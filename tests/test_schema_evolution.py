@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator.writer import LocalWriter
+from coordinator.write.writer import LocalWriter
 from tests.conftest import FIXTURE_NAMES, hudi_read, tandem, unzip_fixture
 from timeline.errors import BadInputError
-from timeline.reader import read_view
+from timeline.query.reader import read_view
 from timeline.table import META_COLUMNS, Table
 
 
@@ -24,7 +24,7 @@ def read_rows(table: Table) -> list[dict]:
 
 
 def commit_schema(table: Table) -> pa.Schema:
-    from timeline.avro_schema import avro_to_arrow
+    from timeline.format.avro_schema import avro_to_arrow
 
     timeline = table.timeline()
     return avro_to_arrow(timeline.commit_metadata(timeline.completed_writes()[-1]).schema)
@@ -162,7 +162,7 @@ REFUSED = [
 
 @pytest.mark.parametrize("table_type, incoming, result", ACCEPTED, ids=[f"{t}<-{i}" for t, i, _ in ACCEPTED])
 def test_promotions_follow_hudi(table_type: pa.DataType, incoming: pa.DataType, result: pa.DataType) -> None:
-    from timeline.schema_evolution import evolve
+    from timeline.format.schema_evolution import evolve
 
     table = pa.schema([("id", pa.int64()), ("c", table_type)])
     evolved = evolve(table, pa.schema([("c", incoming), ("id", pa.int64())]))
@@ -173,7 +173,7 @@ def test_promotions_follow_hudi(table_type: pa.DataType, incoming: pa.DataType, 
 def test_other_changes_are_bad_input_naming_the_column_and_both_types(
     table_type: pa.DataType, incoming: pa.DataType
 ) -> None:
-    from timeline.schema_evolution import evolve
+    from timeline.format.schema_evolution import evolve
 
     with pytest.raises(BadInputError, match=r"^column 'c[^']*': the table has .+, the input has .+") as refused:
         evolve(pa.schema([("c", table_type)]), pa.schema([("c", incoming)]))
@@ -181,8 +181,8 @@ def test_other_changes_are_bad_input_naming_the_column_and_both_types(
 
 
 def test_the_avro_schema_a_commit_records_reads_back_as_the_table_schema() -> None:
-    from timeline.avro_schema import arrow_to_avro, avro_to_arrow
-    from timeline.schema_evolution import canonical_schema
+    from timeline.format.avro_schema import arrow_to_avro, avro_to_arrow
+    from timeline.format.schema_evolution import canonical_schema
 
     schema = pa.schema(
         [
@@ -203,8 +203,8 @@ def test_the_avro_schema_a_commit_records_reads_back_as_the_table_schema() -> No
 
 @pytest.mark.parametrize("name", [n for n in FIXTURE_NAMES if n != "v6_empty"])
 def test_hudi_commit_schemas_read_as_their_files(tmp_path: Path, name: str) -> None:
-    from timeline.avro_schema import avro_to_arrow
-    from timeline.schema_evolution import canonical_schema
+    from timeline.format.avro_schema import avro_to_arrow
+    from timeline.format.schema_evolution import canonical_schema
 
     table = Table.open(str(unzip_fixture(name, tmp_path)))
     timeline = table.timeline()
@@ -234,7 +234,7 @@ def test_a_hudi_table_takes_a_batch_in_its_recorded_schema(tmp_path: Path) -> No
 
 
 def test_rows_already_in_the_schema_come_back_ordered_without_their_files_metadata() -> None:
-    from timeline.schema_evolution import conform
+    from timeline.format.schema_evolution import conform
 
     schema = pa.schema([pa.field("b", pa.int64(), nullable=False), pa.field("a", pa.string())])
     stored = pa.table(

@@ -29,11 +29,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from timeline.column_stats import ColumnRange, ranges_of_table
 from timeline.errors import BadInputError
-from timeline.keys import DEFAULT_PARTITION, partition_paths
-from timeline.partition_filter import typed_fields
-from timeline.predicate import (
+from timeline.format.keys import DEFAULT_PARTITION, partition_paths
+from timeline.index.column_stats import ColumnRange, ranges_of_table
+from timeline.query.partition_filter import typed_fields
+from timeline.query.predicate import (
     And,
     Between,
     Comparison,
@@ -49,7 +49,7 @@ from timeline.predicate import (
     resolve,
     to_sql,
 )
-from timeline.skipping import may_match, prune_partitions
+from timeline.query.skipping import may_match, prune_partitions
 
 duckdb = pytest.importorskip("duckdb")
 

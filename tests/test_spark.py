@@ -14,7 +14,7 @@ import pytest
 
 from chaos.checker import check_table
 from tests.conftest import hudi_read, rows_by_key, tandem
-from timeline.scan import plan_scan
+from timeline.query.scan import plan_scan
 from timeline.table import Table
 
 pytest.importorskip("pyspark")
@@ -94,7 +94,7 @@ def test_every_operation_through_spark_matches_every_reader(spark, tmp_path: Pat
 
 def test_upsert_tops_up_small_file_groups_and_spills_past_the_target_size(spark, tmp_path: Path) -> None:
     from coordinator.spark.writer import SparkWriter
-    from coordinator.writer import WriteOptions
+    from coordinator.write.writer import WriteOptions
 
     table = Table.create(str(tmp_path / "t"), "trips", ["id"], ["city"], hive_style=True)
     expected: dict[int, dict] = {}
@@ -276,7 +276,7 @@ def _pending_file(table: Table, path: Path) -> bool:
 def test_keys_computed_by_spark_match_the_local_writer_and_null_keys_are_bad_input(spark, tmp_path: Path) -> None:
     """Composite keys from Spark's SQL expressions must be the keys the local writer makes, or upserts duplicate."""
     from coordinator.spark.writer import SparkWriter
-    from coordinator.writer import LocalWriter
+    from coordinator.write.writer import LocalWriter
     from timeline.errors import BadInputError
 
     table = Table.create(str(tmp_path / "t"), "trips", ["id", "city"], ["city", "ts"], hive_style=False)

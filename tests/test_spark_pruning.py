@@ -9,11 +9,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from coordinator.writer import LocalWriter
+from coordinator.write.writer import LocalWriter
 from timeline.errors import BadInputError
-from timeline.keys import DEFAULT_PARTITION
-from timeline.partition_filter import partition_candidates, typed_fields, value_candidates
-from timeline.scan import plan_scan
+from timeline.format.keys import DEFAULT_PARTITION
+from timeline.query.partition_filter import partition_candidates, typed_fields, value_candidates
+from timeline.query.scan import plan_scan
 from timeline.table import Table
 
 pytest.importorskip("pyspark")

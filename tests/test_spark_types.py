@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator.writer import LocalWriter, WriteOptions
+from coordinator.write.writer import LocalWriter, WriteOptions
 from tests.conftest import hudi_read, rows_by_key
 from timeline.errors import BadInputError
-from timeline.reader import read_view
+from timeline.query.reader import read_view
 from timeline.table import META_COLUMNS, Table
 
 pytest.importorskip("pyspark")
@@ -154,9 +154,9 @@ def test_spark_takes_input_files_with_nanosecond_timestamps(spark, tmp_path: Pat
 
 
 def test_one_csv_or_json_file_makes_one_schema_whichever_engine_reads_it(spark, tmp_path: Path) -> None:
-    from coordinator.input_files import read_input
     from coordinator.spark.inputs import read_input_frame
     from coordinator.spark.writer import SparkWriter
+    from coordinator.write.input_files import read_input
 
     (tmp_path / "in.csv").write_text("id,when,amount\n1,2024-03-31 02:30:00,1.5\n")
     (tmp_path / "in.jsonl").write_text('{"id": 2, "when": "2024-03-31T02:30:00", "amount": 2.5}\n')

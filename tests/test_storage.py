@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from timeline.errors import BadInputError, PathEscapeError
-from timeline.storage import Storage, normalize_relative
+from timeline.io.storage import Storage, normalize_relative
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -17,12 +17,12 @@ from typing import NamedTuple
 import boto3
 import pytest
 
-import timeline.storage as storage_module
+import timeline.io.storage as storage_module
 from chaos.servers import relay
 from tests.conftest import tandem
-from timeline import store_probe
 from timeline.errors import BadInputError
-from timeline.storage import Storage
+from timeline.io import store_probe
+from timeline.io.storage import Storage
 from timeline.table import Table
 
 MISSING_WRITE = "PutObject If-None-Match"

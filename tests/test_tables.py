@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.transaction import Transaction
-from coordinator.writer import LocalWriter, WriteOptions
+from coordinator.protocol.transaction import Transaction
+from coordinator.write.writer import LocalWriter, WriteOptions
 from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, tandem, unzip_fixture
-from timeline.reader import read_view
+from timeline.query.reader import read_view
 from timeline.table import META_COLUMNS, Table
 
 
@@ -141,7 +141,7 @@ def test_time_travel_reads_the_older_snapshot(tmp_path):
 
 
 def test_bulk_insert_splits_by_target_file_size(tmp_path):
-    from coordinator.writer import WriteOptions
+    from coordinator.write.writer import WriteOptions
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"])
     rows = pa.table({"id": list(range(10_000)), "pad": ["x" * 50] * 10_000})

@@ -11,9 +11,9 @@ import pytest
 
 from chaos.junk import KEY, build
 from timeline.errors import BadInputError
-from timeline.instant import parse_instant_time, query_instant
-from timeline.reader import read_plan
-from timeline.scan import plan_scan
+from timeline.format.instant import parse_instant_time, query_instant
+from timeline.query.reader import read_plan
+from timeline.query.scan import plan_scan
 from timeline.table import Table
 
 

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from timeline import properties
-from timeline.file_names import base_file_name, new_file_id, parse_base_file, write_token
-from timeline.instant import (
+from timeline.format import properties
+from timeline.format.file_names import base_file_name, new_file_id, parse_base_file, write_token
+from timeline.format.instant import (
     CLOCK,
     KNOWN_ACTIONS,
     Instant,

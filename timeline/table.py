@@ -6,18 +6,13 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from timeline import partition_path, read_once
-from timeline.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
 from timeline.errors import BadInputError
-from timeline.file_names import BaseFile, parse_base_file
-from timeline.fs_view import FileSystemView, list_base_files, parse_listing
-from timeline.instant import CLOCK
-from timeline.mdt import health, layout
-from timeline.mdt.log import DecodedLog
-from timeline.mdt.reader import MetadataReader
-from timeline.mdt.table import MetadataTable
-from timeline.storage import Storage
-from timeline.table_config import (
+from timeline.format import partition_path
+from timeline.format.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
+from timeline.format.file_names import BaseFile, parse_base_file
+from timeline.format.fs_view import FileSystemView, list_base_files, parse_listing
+from timeline.format.instant import CLOCK
+from timeline.format.table_config import (
     HOODIE_DIR,
     METADATA_ENABLED,
     METADATA_INDEXES,
@@ -26,6 +21,12 @@ from timeline.table_config import (
     record_metadata_table,
     write_config,
 )
+from timeline.io import read_once
+from timeline.io.storage import Storage
+from timeline.mdt import health, layout
+from timeline.mdt.log import DecodedLog
+from timeline.mdt.reader import MetadataReader
+from timeline.mdt.table import MetadataTable
 
 META_COLUMNS = [
     "_hoodie_commit_time",

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 ENGINES = ("local", "spark")
 ENGINE_HELP = "local: this process with pyarrow; spark: a local Spark session, files written by its executors."
-# Copies, so that `--help` needs neither coordinator.writer nor chaos.cli; tests/test_cli_startup.py keeps them equal.
+# Copies, so that `--help` needs neither coordinator.write.writer nor chaos.cli (tests/test_cli_startup.py keeps
+# them equal).
 
 
 @cache
@@ -42,7 +43,7 @@ def emit_json(doc: object) -> None:
 
 def check_instant(text: str | None, option: str) -> str | None:
     """A time in any of Hudi's query formats, as the instant time reads compare with."""
-    from timeline.instant import query_instant
+    from timeline.format.instant import query_instant
 
     return None if text is None else query_instant(text, option)
 
@@ -87,7 +88,7 @@ def coordinator_config(lock_uri: str | None, settings: tuple[str, ...]) -> Coord
 
 def run_locked(path: str, config: CoordinatorConfig, service):
     """Open the table and its configured lock, run `service(table, config, lock)`, close the lock."""
-    from coordinator.locking import table_lock
+    from coordinator.protocol.locking import table_lock
 
     table = open_table(path)
     lock = table_lock(table, config)

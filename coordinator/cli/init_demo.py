@@ -30,9 +30,9 @@ def init(
     lock_uri: str | None,
 ):
     """Create an empty Copy-on-Write table (Hudi table version 6)."""
-    from coordinator.locking import held
+    from coordinator.protocol.locking import held
     from locks.config import open_lock
-    from timeline.storage import Storage
+    from timeline.io.storage import Storage
     from timeline.table import Table
 
     create = partial(Table.create, path, name, _fields(record_key), _fields(partition_by), hive_style, precombine)

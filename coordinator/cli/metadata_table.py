@@ -55,7 +55,7 @@ def _index_names(text: str) -> list[str]:
 @coordinator_options
 def metadata_create(path: str, index: str, engine: str, lock_uri: str | None, settings: tuple):
     """Build the metadata table (from a storage listing) and turn on indexes (from the files' footers)."""
-    from timeline.mdt.bootstrap import initialize
+    from coordinator.mdt.bootstrap import initialize
     from timeline.mdt.reader import MetadataReader
 
     wanted = _index_names(index)
@@ -80,8 +80,8 @@ def metadata_create(path: str, index: str, engine: str, lock_uri: str | None, se
 def _build_indexes(wanted: list[str], spark, table: Table, config: CoordinatorConfig, lock) -> str | None:
     from rich.progress import Progress
 
-    from coordinator.locking import held
-    from timeline.mdt.index_build import build
+    from coordinator.mdt.index_build import build
+    from coordinator.protocol.locking import held
 
     with held(lock), Progress(console=console(), transient=True) as progress:
         task = progress.add_task(f"indexing {', '.join(wanted)}", total=None)
@@ -93,7 +93,7 @@ def _build_indexes(wanted: list[str], spark, table: Table, config: CoordinatorCo
 @click.option("--index", "index", default="files", show_default=True, help=INDEX_HELP + " files = all of it.")
 def metadata_delete(path: str, index: str):
     """Delete the metadata table (readers list storage), or only some of its indexes."""
-    from timeline.mdt.index_build import drop
+    from coordinator.mdt.index_build import drop
 
     wanted = _index_names(index)
     table = open_table(path)
@@ -119,9 +119,9 @@ def metadata_repair(path: str, lock_uri: str | None, settings: tuple):
 
 
 def _repair_metadata(table: Table, config: CoordinatorConfig, lock) -> str:
-    from coordinator.locking import held
-    from timeline.mdt.bootstrap import repair
-    from timeline.table_config import clear_java_metadata_record
+    from coordinator.mdt.bootstrap import repair
+    from coordinator.protocol.locking import held
+    from timeline.format.table_config import clear_java_metadata_record
 
     with held(lock):
         time = repair(table.metadata(), table.config.name, table.timeline())
@@ -134,8 +134,8 @@ def _repair_metadata(table: Table, config: CoordinatorConfig, lock) -> str:
 @click.option("--json", "as_json", is_flag=True)
 def metadata_stats(path: str, as_json: bool):
     """Partition count, last compaction, sync state, log files and sizes."""
+    from coordinator.mdt.bootstrap import validate
     from timeline.mdt import layout
-    from timeline.mdt.bootstrap import validate
     from timeline.mdt.reader import MetadataReader
     from timeline.metrics import METRICS
 
@@ -221,8 +221,8 @@ def metadata_list_files(path: str, partitions: tuple[str, ...], as_json: bool):
 @click.option("--json", "as_json", is_flag=True)
 def metadata_validate(path: str, as_json: bool):
     """List storage and recompute the indexes from the files' footers; report every difference (exit 1)."""
-    from timeline.mdt.bootstrap import validate
-    from timeline.mdt.index_build import validate as validate_indexes
+    from coordinator.mdt.bootstrap import validate
+    from coordinator.mdt.index_build import validate as validate_indexes
 
     table = open_table(path)
     timeline = table.timeline()

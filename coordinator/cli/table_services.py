@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 @coordinator_options
 def recover(path: str, lock_uri: str | None, settings: tuple):
     """Roll back orphan instants in both tables, finish interrupted services, retry compactions."""
-    from coordinator.services import recover_table
+    from coordinator.services.steps import recover_table
 
     report = run_locked(path, coordinator_config(lock_uri, settings), recover_table)
     for orphan, rollback_time in report.rolled_back.items():
@@ -51,7 +51,7 @@ def recover(path: str, lock_uri: str | None, settings: tuple):
 @coordinator_options
 def clean(path: str, policy: str | None, retained: int | None, lock_uri: str | None, settings: tuple):
     """Delete file versions no longer needed, mirrored into the metadata table."""
-    from coordinator.services import clean as run_clean
+    from coordinator.services.steps import clean as run_clean
 
     time = run_locked(path, _clean_config(coordinator_config(lock_uri, settings), policy, retained), run_clean)
     click.echo(f"cleaned at {time}" if time else "nothing to clean")
@@ -71,7 +71,7 @@ def _clean_config(config: CoordinatorConfig, policy: str | None, retained: int |
 @coordinator_options
 def compact(path: str, lock_uri: str | None, settings: tuple):
     """Run pending metadata compactions, and schedule and run one now if any logs exist."""
-    from coordinator.services import compact as run_compaction
+    from coordinator.services.steps import compact as run_compaction
 
     report = run_locked(path, coordinator_config(lock_uri, settings), partial(run_compaction, force=True))
     done = report.compacted
@@ -83,7 +83,7 @@ def compact(path: str, lock_uri: str | None, settings: tuple):
 @coordinator_options
 def archive(path: str, lock_uri: str | None, settings: tuple):
     """Move old completed instants of both timelines to their archived timelines (DESIGN §6)."""
-    from coordinator.services import archive_table
+    from coordinator.services.steps import archive_table
 
     report = run_locked(path, coordinator_config(lock_uri, settings), archive_table)
     click.echo(f"archived {len(report.data)} data instant(s) and {len(report.metadata)} metadata instant(s)")
@@ -107,7 +107,7 @@ def worker(
     settings: tuple,
 ):
     """Run clean or metadata compaction every --interval seconds under the table's lock; SIGTERM stops it."""
-    from coordinator.worker import run_worker
+    from coordinator.services.worker import run_worker
 
     if interval < 0 or (max_runs is not None and max_runs < 1):
         raise BadInputError("--interval must be >= 0 and --max-runs >= 1")

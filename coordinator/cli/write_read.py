@@ -23,7 +23,7 @@ from timeline.errors import BadInputError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from coordinator.writer import WriteResult
+    from coordinator.write.writer import WriteResult
     from timeline.table import Table
 
 
@@ -38,8 +38,8 @@ def write(
     path: str, input_path: str, operation: str, engine: str, as_json: bool, lock_uri: str | None, settings: tuple
 ):
     """Write a file of rows as one instant (exit 3 if it lost a conflict, 4 if the lock was unavailable)."""
-    from coordinator.input_files import read_input
-    from coordinator.writer import LocalWriter
+    from coordinator.write.input_files import read_input
+    from coordinator.write.writer import LocalWriter
 
     config = coordinator_config(lock_uri, settings)
     table = open_table(path)
@@ -97,8 +97,8 @@ def read(
     import pyarrow.parquet as pq
     from rich.table import Table as RichTable
 
-    from timeline.reader import read_plan
-    from timeline.scan import plan_scan
+    from timeline.query.reader import read_plan
+    from timeline.query.scan import plan_scan
     from timeline.table import META_COLUMNS
 
     table = open_table(path)
@@ -148,8 +148,8 @@ def query(path: str, sql: str, as_of: str | None, output: str | None, limit: int
     import pyarrow.parquet as pq
     from rich.table import Table as RichTable
 
-    from coordinator.duckdb_view import plan_query, view_names
-    from coordinator.duckdb_view import query as run_query
+    from coordinator.duckdb.view import plan_query, view_names
+    from coordinator.duckdb.view import query as run_query
 
     as_of = check_instant(as_of, "--as-of")
     if output and not output.endswith(".parquet"):

@@ -1,4 +1,4 @@
-"""`spark.read.format("tandem").load(path)`: a Python data source planned by `timeline.scan`.
+"""`spark.read.format("tandem").load(path)`: a Python data source planned by `timeline.query.scan`.
 
 Everything runs in Spark's Python workers: `schema()` when the DataFrame is
 loaded, `pushFilters()` and `partitions()` when a query is planned, `read()` in
@@ -47,14 +47,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
-from coordinator.duckdb_view import output_schema
-from timeline import predicate as P
+from coordinator.duckdb.view import output_schema
 from timeline.errors import BadInputError, TandemError
-from timeline.instant import query_instant
-from timeline.reader import read_base_file
-from timeline.scan import COMMIT_TIME, ScanPlan, Split, plan_scan
-from timeline.schema_evolution import conform
-from timeline.storage import Storage
+from timeline.format.instant import query_instant
+from timeline.format.schema_evolution import conform
+from timeline.io.storage import Storage
+from timeline.query import predicate as P
+from timeline.query.reader import read_base_file
+from timeline.query.scan import COMMIT_TIME, ScanPlan, Split, plan_scan
 from timeline.table import Table
 
 NAME = "tandem"

@@ -20,7 +20,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from coordinator.write.parquet_files import leaf_columns
 from timeline.errors import BadInputError
-from timeline.schema_evolution import canonical_schema, conform
+from timeline.format.schema_evolution import canonical_schema, conform
 
 TIMESTAMP_TYPE = "spark.sql.timestampType"
 

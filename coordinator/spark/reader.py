@@ -1,4 +1,4 @@
-"""Reads as Spark DataFrames: snapshot, as-of and incremental, planned by `timeline.scan`.
+"""Reads as Spark DataFrames: snapshot, as-of and incremental, planned by `timeline.query.scan`.
 
 The planner lists the latest file slices from the metadata table and prunes
 partitions and files with the filter (parsed as Spark SQL); only the surviving
@@ -22,10 +22,10 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from timeline.errors import BadInputError
-from timeline.predicate import Expr, parse_sql
-from timeline.reader import read_base_file
-from timeline.scan import COMMIT_TIME, ScanPlan, Split, plan_scan
-from timeline.storage import Storage
+from timeline.io.storage import Storage
+from timeline.query.predicate import Expr, parse_sql
+from timeline.query.reader import read_base_file
+from timeline.query.scan import COMMIT_TIME, ScanPlan, Split, plan_scan
 from timeline.table import META_COLUMNS, Table
 
 SPARK_ERRORS = (PySparkException, Py4JJavaError)

@@ -35,28 +35,28 @@ from pyspark.sql.column import Column
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StringType, StructField, StructType
 
-from coordinator import markers
-from coordinator.column_names import check_input_columns
 from coordinator.config import CoordinatorConfig
-from coordinator.transaction import WRITE_MARKER, Transaction
+from coordinator.protocol import markers
+from coordinator.protocol.transaction import WRITE_MARKER, Transaction
+from coordinator.write.bloom_index import bloom_candidates
+from coordinator.write.column_names import check_input_columns
 from coordinator.write.rows import KEY, PARTITION, key_typed, split_by, with_keys
 from coordinator.write.table_schema import target_schema
 from coordinator.write.tagging import DELETE, NEW, TARGET
-from coordinator.writer import LocalWriter, WriteOptions, WriteResult, resolve_operation
+from coordinator.write.writer import LocalWriter, WriteOptions, WriteResult, resolve_operation
 from locks.base import LockProvider
-from timeline import keys, partition_path
-from timeline.avro_schema import arrow_to_avro
-from timeline.commit_metadata import WriteStat
 from timeline.crash_points import crash_point
 from timeline.errors import BadInputError
-from timeline.file_names import BaseFile, write_token
-from timeline.fs_view import FileSystemView
-from timeline.instant import REPLACE_COMMIT
-from timeline.keys import DEFAULT_PARTITION
-from timeline.mdt.bloom_index import bloom_candidates
+from timeline.format import keys, partition_path
+from timeline.format.avro_schema import arrow_to_avro
+from timeline.format.commit_metadata import WriteStat
+from timeline.format.file_names import BaseFile, write_token
+from timeline.format.fs_view import FileSystemView
+from timeline.format.instant import REPLACE_COMMIT
+from timeline.format.keys import DEFAULT_PARTITION
+from timeline.format.schema_evolution import conform
+from timeline.io.storage import Storage
 from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
-from timeline.schema_evolution import conform
-from timeline.storage import Storage
 from timeline.table import META_COLUMNS, Table
 
 STAT = "stat"
@@ -184,7 +184,7 @@ class SparkWriter:
 
         When every key and partition field is a string or an integer, Spark's own
         cast to string gives the same text as Arrow's, so the columns are SQL
-        expressions and the rows never leave the JVM; otherwise `timeline.keys`
+        expressions and the rows never leave the JVM; otherwise `timeline.format.keys`
         runs on the executors, on values in the table's types.
         """
         config = self.table.config
@@ -303,7 +303,7 @@ class SparkWriter:
 
 
 def _sql_record_key(fields: list[str]) -> Column:
-    """`timeline.keys.record_keys` as a Spark expression (string and integer fields only), refusing the same
+    """`timeline.format.keys.record_keys` as a Spark expression (string and integer fields only), refusing the same
     values with the same words."""
     texts = {name: F.col(name).cast("string") for name in fields}
     if len(fields) == 1:
@@ -325,8 +325,8 @@ def _sql_record_key(fields: list[str]) -> Column:
 
 
 def _sql_partition_path(fields: list[str], hive_style: bool) -> Column:
-    """`timeline.keys.partition_paths` as a Spark expression (string and integer fields only); a `/` in a value of
-    a path of several columns is refused as there (the rest of the path check runs on the driver)."""
+    """`timeline.format.keys.partition_paths` as a Spark expression (string and integer fields only); a `/` in a
+    value of a path of several columns is refused as there (the rest of the path check runs on the driver)."""
     if not fields:
         return F.lit("")
     parts = []

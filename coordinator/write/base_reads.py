@@ -9,10 +9,10 @@ import pyarrow as pa
 
 from coordinator.write.rows import KEY, row_keys
 from timeline.errors import ConflictError
-from timeline.file_names import BaseFile
-from timeline.reader import read_base_file
+from timeline.format.file_names import BaseFile
+from timeline.format.table_config import TableConfig
+from timeline.query.reader import read_base_file
 from timeline.table import Table
-from timeline.table_config import TableConfig
 
 # Under the bloom index (its candidates mostly hold a key) the index reads a small candidate file whole, and
 # the merge takes those rows instead of reading it again; at most KEPT_ROWS_BYTES of decoded rows per write.

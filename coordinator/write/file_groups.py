@@ -13,9 +13,9 @@ from coordinator.write.base_reads import BaseFileReads
 from coordinator.write.pool import each
 from coordinator.write.rows import KEY, PARTITION, row_keys, split_by
 from coordinator.write.tagging import DELETE, NEW, TARGET
-from timeline.file_names import BaseFile, new_file_id
-from timeline.schema_evolution import conform
-from timeline.table_config import TableConfig
+from timeline.format.file_names import BaseFile, new_file_id
+from timeline.format.schema_evolution import conform
+from timeline.format.table_config import TableConfig
 
 
 @dataclass

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from coordinator.write.rows import KEY, PARTITION
-from timeline.reader import COMMIT_TIME
+from timeline.query.reader import COMMIT_TIME
 from timeline.table import META_COLUMNS
 
 GENERATED = (COMMIT_TIME, "_hoodie_commit_seqno", "_hoodie_file_name")  # meta columns a write makes, not derives

@@ -10,10 +10,10 @@ from functools import reduce
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from coordinator.column_names import unused_name
-from timeline import keys
-from timeline.schema_evolution import conform
-from timeline.table_config import TableConfig
+from coordinator.write.column_names import unused_name
+from timeline.format import keys
+from timeline.format.schema_evolution import conform
+from timeline.format.table_config import TableConfig
 
 KEY = "_hoodie_record_key"
 PARTITION = "_hoodie_partition_path"

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from timeline.active_timeline import ActiveTimeline
-from timeline.avro_schema import avro_to_arrow, records_zones
-from timeline.commit_metadata import CommitMetadata
 from timeline.errors import ConflictError
-from timeline.fs_view import FileSystemView
-from timeline.schema_evolution import canonical_schema, evolve, with_zones_of
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.avro_schema import avro_to_arrow, records_zones
+from timeline.format.commit_metadata import CommitMetadata
+from timeline.format.fs_view import FileSystemView
+from timeline.format.schema_evolution import canonical_schema, evolve, with_zones_of
 from timeline.table import META_COLUMNS, Table
 
 

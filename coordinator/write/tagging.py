@@ -11,13 +11,13 @@ import pyarrow as pa
 
 from coordinator.config import CoordinatorConfig
 from coordinator.write.base_reads import BaseFileReads
+from coordinator.write.bloom_index import bloom_candidates
 from coordinator.write.pool import each
 from coordinator.write.rows import KEY, PARTITION
-from timeline.file_names import BaseFile
-from timeline.fs_view import FileSystemView
-from timeline.mdt.bloom_index import bloom_candidates
+from timeline.format.file_names import BaseFile
+from timeline.format.fs_view import FileSystemView
+from timeline.format.table_config import TableConfig
 from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
-from timeline.table_config import TableConfig
 
 TARGET = "_tandem_target"  # the file id a tagged record goes to; NEW for records that start new file groups
 DELETE = "_tandem_delete"  # a tagged row that deletes its key from TARGET rather than writing it there

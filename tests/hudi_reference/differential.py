@@ -345,7 +345,7 @@ class Sequence:
         return pa.Table.from_pylist(rows, schema=SCHEMA)
 
     def run(self) -> list[Disagreement]:
-        from coordinator.writer import LocalWriter
+        from coordinator.write.writer import LocalWriter
         from timeline.table import Table
 
         config = self._config()
@@ -385,10 +385,10 @@ class Sequence:
         self.history.append(what)
 
     def _service(self, op: str, table, config) -> None:
-        from coordinator.locking import table_lock
+        from coordinator.protocol.locking import table_lock
 
         if op == "compact":
-            from coordinator.services import compact
+            from coordinator.services.steps import compact
 
             lock = table_lock(table, config)
             try:
@@ -399,7 +399,7 @@ class Sequence:
             return
         self.flush(final=False)  # clean and archival make old instants unreadable: read them before
         if op == "clean":
-            from coordinator.services import clean
+            from coordinator.services.steps import clean
 
             policy = self.rng.choice(["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"])
             from dataclasses import replace
@@ -412,7 +412,7 @@ class Sequence:
             else:
                 self.history.append(f"clean {policy} retained {cfg.retained} -> nothing")
         else:
-            from coordinator.services import archive_table
+            from coordinator.services.steps import archive_table
 
             lock = table_lock(table, config)
             try:
@@ -543,8 +543,8 @@ class Sequence:
         )
 
     def _tandem(self, args: dict) -> pa.Table:
-        from timeline.reader import read_plan
-        from timeline.scan import plan_scan
+        from timeline.query.reader import read_plan
+        from timeline.query.scan import plan_scan
         from timeline.table import Table
 
         table = Table.open(self.path)

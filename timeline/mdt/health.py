@@ -17,14 +17,14 @@ import re
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-from timeline.active_timeline import ActiveTimeline
 from timeline.errors import BadInputError, CorruptInstantError
 from timeline.errors import MetadataFallbackWarning as MetadataFallbackWarning  # re-exported for readers
-from timeline.instant import COMPACTION, DELTA_COMMIT, Instant, State
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant, State
+from timeline.format.table_config import JAVA_METADATA_PARTITIONS, TableConfig, read_config
 from timeline.mdt import layout
 from timeline.mdt.log import DATA, DecodedLog, LogBlock
 from timeline.mdt.table import MetadataTable
-from timeline.table_config import JAVA_METADATA_PARTITIONS, TableConfig, read_config
 
 # Commit metadata of deltacommits is read in parallel on S3 (one round trip, not dozens); a local read
 # costs less than starting a thread.

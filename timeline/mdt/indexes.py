@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from timeline.bloom import BLOOM_ARROW_SCHEMA, BLOOM_TYPE, BloomFilter, bloom_tombstone
-from timeline.column_stats import COLUMN_STATS_ARROW_SCHEMA, file_tombstone, indexable_columns, ranges_of_table
-from timeline.commit_metadata import WriteStat
-from timeline.file_names import split_path
+from timeline.format.commit_metadata import WriteStat
+from timeline.format.file_names import split_path
+from timeline.format.table_config import TableConfig
+from timeline.index.bloom import BLOOM_ARROW_SCHEMA, BLOOM_TYPE, BloomFilter, bloom_tombstone
+from timeline.index.column_stats import COLUMN_STATS_ARROW_SCHEMA, file_tombstone, indexable_columns, ranges_of_table
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS, INDEX_PARTITIONS
 from timeline.mdt.records import NON_PARTITIONED
-from timeline.table_config import TableConfig
 
 ARROW_SCHEMAS = {COLUMN_STATS: COLUMN_STATS_ARROW_SCHEMA, BLOOM_FILTERS: BLOOM_ARROW_SCHEMA}
 BASE_ROW_GROUP = 16384

@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from timeline.active_timeline import ActiveTimeline
-from timeline.instant import COMPACTION, State
-from timeline.storage import Storage
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.instant import COMPACTION, State
+from timeline.io.storage import Storage
 
 MDT_DIR = ".hoodie/metadata"
 MDT_META_DIR = f"{MDT_DIR}/.hoodie"

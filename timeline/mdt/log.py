@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import fastavro
 
-from timeline.bloom import BLOOM_SCHEMA
-from timeline.column_stats import COLUMN_STATS_SCHEMA
+from timeline.index.bloom import BLOOM_SCHEMA
+from timeline.index.column_stats import COLUMN_STATS_SCHEMA
 from timeline.mdt.records import RECORD_SCHEMA
 
 MAGIC = b"#TNDMLB#"

@@ -22,11 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from timeline import partition_path
-from timeline.active_timeline import ActiveTimeline
 from timeline.errors import CorruptInstantError
-from timeline.file_names import BASE_FILE_PATTERN
-from timeline.instant import CLEAN, COMPACTION, INDEXING, ROLLBACK, Instant, State
+from timeline.format import partition_path
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.file_names import BASE_FILE_PATTERN
+from timeline.format.instant import CLEAN, COMPACTION, INDEXING, ROLLBACK, Instant, State
 from timeline.mdt import indexes, layout
 from timeline.mdt import records as rec
 from timeline.mdt.log import DATA, FILES, LogBlock, block_partition, rolled_back_targets

@@ -7,10 +7,10 @@ partitions. Merge: union of files, a tombstone removes, size = max.
 
 from __future__ import annotations
 
-from timeline import partition_path
-from timeline.commit_metadata import CommitMetadata
 from timeline.errors import CorruptInstantError
-from timeline.file_names import group_by_partition, split_path
+from timeline.format import partition_path
+from timeline.format.commit_metadata import CommitMetadata
+from timeline.format.file_names import group_by_partition, split_path
 
 ALL_PARTITIONS = "__all_partitions__"
 TYPE_PARTITION_LIST = 1

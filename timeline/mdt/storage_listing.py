@@ -8,12 +8,12 @@ import json
 
 import pyarrow as pa
 
-from timeline.active_timeline import ActiveTimeline
-from timeline.file_names import PARTITION_METADATA, split_path
-from timeline.fs_view import list_table_files, parse_listing
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.file_names import PARTITION_METADATA, split_path
+from timeline.format.fs_view import list_table_files, parse_listing
+from timeline.io.storage import Storage
 from timeline.mdt import records as rec
 from timeline.mdt.reader import LISTING_SCHEMA
-from timeline.storage import Storage
 
 
 def list_storage(storage: Storage, data_timeline: ActiveTimeline) -> pa.Table:

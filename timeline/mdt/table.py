@@ -12,12 +12,14 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from timeline import avro_metadata, outcome, properties, read_once
-from timeline.active_timeline import ActiveTimeline
-from timeline.commit_metadata import CommitMetadata, WriteStat
 from timeline.crash_points import crash_point, register
 from timeline.errors import ConflictError, FencedError, RefusedDeleteWarning, TandemError
-from timeline.instant import CLOCK, DELTA_COMMIT, ROLLBACK, Instant, State
+from timeline.format import avro_metadata, outcome, properties
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.commit_metadata import CommitMetadata, WriteStat
+from timeline.format.instant import CLOCK, DELTA_COMMIT, ROLLBACK, Instant, State
+from timeline.io import read_once
+from timeline.io.storage import Storage
 from timeline.mdt import indexes, layout
 from timeline.mdt.log import (
     DATA,
@@ -30,7 +32,6 @@ from timeline.mdt.log import (
     encode_log,
 )
 from timeline.metrics import METRICS, SYNC
-from timeline.storage import Storage
 
 DELTA_REQUESTED = register("mdt.deltacommit.requested", "MDT T.deltacommit.requested written")
 DELTA_INFLIGHT = register("mdt.deltacommit.inflight", "MDT T.deltacommit.inflight written")

@@ -1,0 +1,1 @@
+"""DuckDB over Tandem tables: views of exactly the planned files, and `tandem query`."""

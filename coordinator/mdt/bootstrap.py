@@ -1,0 +1,139 @@
+"""First-time initialization of a metadata table from a storage listing, and validation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from coordinator.mdt.compaction import execute
+from coordinator.mdt.index_build import index_all
+from timeline.errors import BadInputError
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.instant import COMPACTION, Instant, State
+from timeline.format.table_config import read_config, record_metadata_table
+from timeline.mdt import health
+from timeline.mdt import records as rec
+from timeline.mdt.reader import MetadataReader
+from timeline.mdt.storage_listing import list_storage
+from timeline.mdt.table import MetadataTable
+from timeline.metrics import INITIALIZE, METRICS, VALIDATE_ERRORS
+
+
+def _refuse_pending(data_timeline: ActiveTimeline, doing: str) -> None:
+    """The listing must be final: a pending instant's files are neither in nor out yet."""
+    pending = [f"{i.time}.{i.action}" for i in data_timeline.pending()]
+    if pending:
+        raise BadInputError(
+            f"cannot {doing} the metadata table while instants are pending: {', '.join(pending)} "
+            "(run `tandem recover` first)"
+        )
+
+
+def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
+    """Build the MDT of an existing table: one base file from the listing, as an MDT-only compaction.
+
+    The table records that it has an MDT first, so a crash part-way leaves a
+    recorded MDT that is missing or incomplete (readers list storage, writers
+    refuse, `repair` rebuilds it), never one readers silently take as complete.
+    Leftovers of an MDT whose properties file is gone are removed, not merged.
+    """
+    with METRICS.timed(INITIALIZE):
+        _refuse_pending(data_timeline, "initialize")
+        if mdt.exists():
+            raise BadInputError("the metadata table already exists (`tandem metadata delete` first)")
+        record_metadata_table(mdt.data_storage, True)
+        mdt.delete()
+        mdt.create(table_name)
+        time = mdt.next_instant(data_timeline)
+        plan = json.dumps({"initialize": True, "base_instant": None, "log_files": []}).encode()
+        mdt.timeline().create_requested(Instant(time, COMPACTION, State.REQUESTED), plan)
+        execute(mdt, data_timeline, time)
+        return time
+
+
+def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
+    """Rebuild the MDT (and the indexes the table keeps) from storage, filtered by the data timeline.
+
+    Call under the lock. The MDT is derived data: deleting it and initializing
+    again loses nothing the data table holds. Refused while data instants are pending.
+    """
+    if not mdt.exists() and not read_config(mdt.data_storage).metadata_enabled:
+        raise BadInputError(
+            f"{mdt.data_storage.uri('')} has no metadata table to repair (`tandem metadata create` builds one)"
+        )
+    _refuse_pending(data_timeline, "repair")
+    mdt.delete()
+    time = initialize(mdt, table_name, data_timeline)
+    config = read_config(mdt.data_storage)
+    if config.metadata_indexes:
+        index_all(mdt, data_timeline, config, config.metadata_indexes)
+    return time
+
+
+@dataclass
+class ValidationReport:
+    missing_in_metadata: list[tuple[str, str]] = field(default_factory=list)
+    extra_in_metadata: list[tuple[str, str]] = field(default_factory=list)
+    size_mismatch: list[tuple[str, str, int, int]] = field(default_factory=list)
+    partitions_missing: list[str] = field(default_factory=list)
+    partitions_extra: list[str] = field(default_factory=list)
+    corrupt_blocks: list[str] = field(default_factory=list)
+    unhealthy: list[str] = field(default_factory=list)
+    damaged_instants: list[str] = field(default_factory=list)  # completed, with unreadable or impossible metadata
+    storage_listing: pa.Table | None = None
+
+    @property
+    def errors(self) -> int:
+        return (
+            len(self.missing_in_metadata)
+            + len(self.extra_in_metadata)
+            + len(self.size_mismatch)
+            + len(self.partitions_missing)
+            + len(self.partitions_extra)
+            + len(self.unhealthy)
+            + len(self.damaged_instants)
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "in_sync": self.errors == 0,
+            "errors": self.errors,
+            "missing_in_metadata": [f"{p}/{f}" if p else f for p, f in self.missing_in_metadata],
+            "extra_in_metadata": [f"{p}/{f}" if p else f for p, f in self.extra_in_metadata],
+            "size_mismatch": [
+                {"file": f"{p}/{f}" if p else f, "storage": s, "metadata": m} for p, f, s, m in self.size_mismatch
+            ],
+            "partitions_missing": self.partitions_missing,
+            "partitions_extra": self.partitions_extra,
+            "corrupt_blocks": self.corrupt_blocks,
+            "unhealthy": self.unhealthy,
+            "damaged_instants": self.damaged_instants,
+        }
+
+
+def validate(mdt: MetadataTable, data_timeline: ActiveTimeline) -> ValidationReport:
+    """Compare the MDT with a storage listing; every difference is reported (the seed's validate).
+
+    What would make readers fall back to storage (`health.problems`) counts as a difference too.
+    """
+    reader = MetadataReader(mdt, data_timeline)
+    ours = {(r["partition"], r["file"]): r["size"] for r in reader.listing().to_pylist()}
+    listing = list_storage(mdt.data_storage, data_timeline)
+    theirs = {(r["partition"], r["file"]): r["size"] for r in listing.to_pylist()}
+    report = ValidationReport(storage_listing=listing)
+    report.missing_in_metadata = sorted(set(theirs) - set(ours))
+    report.extra_in_metadata = sorted(set(ours) - set(theirs))
+    report.size_mismatch = sorted(
+        (p, f, theirs[(p, f)], ours[(p, f)]) for (p, f) in set(ours) & set(theirs) if ours[(p, f)] != theirs[(p, f)]
+    )
+    stored_partitions = {p for p, _ in theirs}
+    listed_partitions = set(reader.all_partitions())
+    report.partitions_missing = sorted(stored_partitions - listed_partitions)
+    report.partitions_extra = sorted(p for p in listed_partitions - stored_partitions if p in {pp for pp, _ in ours})
+    report.corrupt_blocks = reader.merged([rec.ALL_PARTITIONS]).corrupt
+    report.unhealthy = health.problems(mdt, data_timeline, recorded=True)
+    report.damaged_instants = data_timeline.damaged_instants()
+    METRICS.incr(VALIDATE_ERRORS, report.errors)
+    return report

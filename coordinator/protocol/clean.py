@@ -1,0 +1,170 @@
+"""Cleaning old file versions (KEEP_LATEST_COMMITS / KEEP_LATEST_FILE_VERSIONS).
+
+Plan (`K.clean.requested`, Hudi's HoodieCleanerPlan) under the lock, delete
+the files outside it (a heartbeat marks the clean as alive meanwhile), then
+under the lock mirror the deletions into the MDT as deltacommit K and complete
+`K.clean`. The plan only proposes: a file is deleted only when
+`provenance.cleanable` shows a newer completed version supersedes it, so a
+crafted or stale plan never takes a file of the latest snapshot. Recovery
+finishes a clean its worker abandoned (`resume`); `coordinator.services.steps.clean`
+runs one as a table service.
+"""
+
+from __future__ import annotations
+
+import time as clock
+from collections import defaultdict
+
+from coordinator.protocol import provenance
+from coordinator.protocol.heartbeat import heartbeat_path
+from coordinator.protocol.locking import held
+from coordinator.protocol.rollback import mirror_deltacommit
+from locks.base import LockProvider
+from timeline.crash_points import crash_point, register
+from timeline.errors import BadInputError
+from timeline.format import avro_metadata
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.file_names import BaseFile, group_by_partition
+from timeline.format.fs_view import FileSystemView
+from timeline.format.instant import CLEAN, Instant, State
+from timeline.table import Table
+
+PLANNED = register("clean.planned", "K.clean.requested written")
+STARTED = register("clean.inflight", "K.clean.inflight written")
+FILES_DELETED = register("clean.files", "planned files deleted")
+MDT_MIRRORED = register("clean.mdt", "MDT deltacommit K written")
+COMPLETED = register("clean.complete", "K.clean completed")
+
+KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS)
+
+
+def plan_files(view: FileSystemView, timeline: ActiveTimeline, policy: str, retained: int) -> tuple[list[str], str]:
+    """Paths to delete, and the earliest instant retained."""
+    if policy not in POLICIES:
+        raise BadInputError(f"unknown clean policy {policy!r} (one of {', '.join(POLICIES)})")
+    if retained < 1:
+        raise BadInputError("clean retention must be at least 1")
+    writes = [i.time for i in timeline.completed_writes()]
+    earliest = writes[-retained] if policy == KEEP_LATEST_COMMITS and len(writes) >= retained else ""
+    replaced = timeline.replaced_by()
+    groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
+    for f in view.all_base_files_including_replaced():
+        groups[(f.partition, f.file_id)].append(f)
+    doomed: list[str] = []
+    for key, files in groups.items():
+        files.sort(key=lambda f: f.instant, reverse=True)
+        if key in replaced:
+            replacer = replaced[key]
+            if policy == KEEP_LATEST_FILE_VERSIONS or (earliest and replacer < earliest):
+                doomed += [f.path for f in files]
+            continue
+        if policy == KEEP_LATEST_FILE_VERSIONS:
+            doomed += [f.path for f in files[retained:]]
+        elif earliest:
+            older = [f for f in files if f.instant < earliest]
+            doomed += [f.path for f in older[1:]]
+    return sorted(doomed), earliest
+
+
+def schedule(table: Table, policy: str, retained: int) -> Instant | None:
+    """Write the plan `K.clean.requested` (under the lock); None when nothing is to be deleted."""
+    timeline = table.timeline()
+    view = table.view()
+    paths, earliest = plan_files(view, timeline, policy, retained)
+    if not paths:
+        return None
+    time = table.new_instant_time(timeline)
+    by_partition = group_by_partition(paths)
+    plan = {
+        "earliestInstantToRetain": {"timestamp": earliest, "action": "commit", "state": "COMPLETED"}
+        if earliest
+        else None,
+        "policy": policy,
+        "filesToBeDeletedPerPartition": None,
+        "version": 2,
+        "filePathsToBeDeletedPerPartition": {
+            p: [{"filePath": f, "isBootstrapBaseFile": False} for f in files] for p, files in by_partition.items()
+        },
+        "partitionsToBeDeleted": None,
+    }
+    requested = timeline.create_requested(
+        Instant(time, CLEAN, State.REQUESTED), avro_metadata.encode("HoodieCleanerPlan", plan)
+    )
+    crash_point(PLANNED)
+    return requested
+
+
+def files_being_cleaned(timeline: ActiveTimeline) -> set[str]:
+    """Files the pending cleans' plans delete: gone from storage before the MDT hears of it."""
+    paths: set[str] = set()
+    for instant in timeline.pending():
+        if instant.action == CLEAN:
+            for files in avro_metadata.planned_deletions(timeline.avro(instant.with_state(State.REQUESTED))).values():
+                paths.update(files)
+    return paths
+
+
+def _earliest(plan: dict) -> str:
+    """The plan's earliest retained instant; empty when every version but the latest may go."""
+    return (plan.get("earliestInstantToRetain") or {}).get("timestamp") or ""
+
+
+def resume(table: Table, clean_instant: Instant, lock: LockProvider | None = None) -> None:
+    """Carry out (or finish) clean K from its plan; `lock` is taken for the finish, else the caller holds it."""
+    started = clock.time()
+    timeline = table.timeline()
+    plan = timeline.avro(clean_instant.with_state(State.REQUESTED))
+    if clean_instant.state == State.REQUESTED:
+        timeline.transition_to_inflight(clean_instant)
+        crash_point(STARTED)
+    planned = [p for files in avro_metadata.planned_deletions(plan).values() for p in files]
+    paths = provenance.cleanable(table.view(), timeline, planned, _earliest(plan))
+    for path in paths:
+        table.storage.discard(path)
+    crash_point(FILES_DELETED)
+    per_partition = group_by_partition(paths)
+    if lock is None:
+        _finish(table, clean_instant, plan, per_partition, started)
+    else:
+        with held(lock, clean_instant.time):
+            _finish(table, clean_instant, plan, per_partition, started)
+
+
+def _finish(table: Table, clean_instant: Instant, plan: dict, per_partition: dict, started: float) -> None:
+    """Mirror into the MDT, then complete K (under the lock); a no-op if someone finished it."""
+    timeline = table.timeline()
+    current = timeline.find(clean_instant.time)
+    if current is None or current.is_completed:
+        return
+    paths = [p for files in per_partition.values() for p in files]
+    table.storage.discard(heartbeat_path(clean_instant.time))
+    if table.metadata().exists():
+        mirror_deltacommit(table, timeline, clean_instant.time, paths)
+        crash_point(MDT_MIRRORED)
+    earliest = _earliest(plan)
+    writes = [i.time for i in timeline.completed_writes()]
+    metadata = {
+        "policy": plan["policy"],
+        "startCleanTime": clean_instant.time,
+        "timeTakenInMillis": int((clock.time() - started) * 1000),
+        "totalFilesDeleted": len(paths),
+        "earliestCommitToRetain": earliest,
+        "lastCompletedCommitTimestamp": writes[-1] if writes else "",
+        "partitionMetadata": {
+            p: {
+                "partitionPath": p,
+                "policy": plan["policy"],
+                "deletePathPatterns": [f.rpartition("/")[2] for f in files],
+                "successDeleteFiles": [f.rpartition("/")[2] for f in files],
+                "failedDeleteFiles": [],
+                "isPartitionDeleted": None,
+            }
+            for p, files in per_partition.items()
+        },
+        "version": 2,
+        "bootstrapPartitionMetadata": None,
+    }
+    timeline.complete(clean_instant, avro_metadata.encode("HoodieCleanMetadata", metadata))
+    crash_point(COMPLETED)

@@ -1,0 +1,88 @@
+"""Proof that a data file may be deleted, asked right before every delete that undoes or cleans.
+
+Nothing found in `.hoodie/` is evidence by itself: a marker, a rollback plan or a
+clean plan may be junk, left over, or crafted. So the plans only propose, and
+these checks, on a timeline read at the moment of deletion, decide:
+- undoing instant T deletes a file only when the file's own name carries T and T
+  is neither completed nor archived (no completed instant can reference a file
+  named for an instant that never completed: every write names its files for
+  itself);
+- a clean deletes a file only when its instant is completed and a newer completed
+  version of its file group (or a completed replace of the group) supersedes it,
+  within the plan's retention.
+Whatever a plan proposes beyond that is refused, reported as a warning naming the
+files, and left where it is.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+
+from coordinator.protocol import archival
+from timeline.errors import BadInputError, RefusedDeleteWarning
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.file_names import BaseFile, parse_base_file, split_path
+from timeline.format.fs_view import FileSystemView
+
+SHOWN = 3  # refused paths named in one warning line
+
+
+def _base_file(path: str) -> BaseFile | None:
+    """The base file `path` names; None for anything else (no data path, or one that escapes the table)."""
+    try:
+        return parse_base_file(*split_path(path))
+    except BadInputError:
+        return None
+
+
+def refuse(paths: list[str], why: str) -> None:
+    """One warning line for files a plan proposed and Tandem will not delete."""
+    if paths:
+        named = ", ".join(paths[:SHOWN]) + (f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else "")
+        warnings.warn(f"left {len(paths)} file(s) in place ({why}): {named}", RefusedDeleteWarning, stacklevel=3)
+
+
+def is_committed(timeline: ActiveTimeline, time: str) -> bool:
+    """`time` completed on the active timeline, or held completed by one of its archive bundles."""
+    return time in timeline.completed_times() or archival.archived_completed(timeline, time)
+
+
+def undoable(timeline: ActiveTimeline, time: str, paths: Iterable[str]) -> list[str]:
+    """The paths that undoing instant `time` may delete; `timeline` must be read after `time` was decided."""
+    paths = sorted(set(paths))
+    if timeline.is_completed_or_archived(time):
+        refuse(paths, f"instant {time} is completed or archived")
+        return []
+    mine = [p for p in paths if (f := _base_file(p)) is not None and f.instant == time]
+    refuse(sorted(set(paths) - set(mine)), f"not written by instant {time}")
+    return mine
+
+
+def cleanable(
+    view: FileSystemView, timeline: ActiveTimeline, paths: Iterable[str], earliest_retained: str
+) -> list[str]:
+    """The planned paths a clean may delete: superseded by a completed version older than the retained instant.
+
+    `earliest_retained` is the plan's (empty: every version but the latest may go). `view` and
+    `timeline` are read when the clean deletes: superseding is never undone by a writer, so a
+    file superseded then stays superseded.
+    """
+    newest: dict[tuple[str, str], list[str]] = {}
+    for f in view.all_base_files_including_replaced():
+        newest.setdefault((f.partition, f.file_id), []).append(f.instant)
+    replaced = timeline.replaced_by()
+    horizon = earliest_retained or "~"  # "~" sorts after every instant time
+    allowed: list[str] = []
+    refused: list[str] = []
+    for path in sorted(set(paths)):
+        f = _base_file(path)
+        ok = f is not None and timeline.is_completed_or_archived(f.instant)
+        if ok:
+            group = (f.partition, f.file_id)
+            by_replace = group in replaced and replaced[group] < horizon
+            by_version = any(f.instant < t < horizon for t in newest.get(group, ()))
+            ok = by_replace or by_version
+        (allowed if ok else refused).append(path)
+    refuse(refused, "the clean plan names files no newer completed version supersedes")
+    return allowed

@@ -1,0 +1,165 @@
+"""Rolling back a failed data instant in both tables (DESIGN §4).
+
+Before anything of T is touched, the rollback decision on T is claimed on
+storage (`timeline.format.outcome`); if T's writer claimed its commit first, T is
+rolled forward instead (its completed file is written from the decision), so
+a process acting on a stale view never removes a committed instant. The
+rollback is itself an instant R: `R.rollback.requested` holds the plan
+(Hudi's HoodieRollbackPlan), then the files are deleted, the instant is
+rolled back in the MDT, R's tombstones are mirrored into the MDT, T's
+instant files, markers and heartbeat are removed, and R completes. Every step
+is idempotent, so a crash inside a rollback is finished from R's plan.
+
+A plan only proposes: the files deleted are those `provenance.undoable` proves
+T wrote, on a timeline read when they are deleted, and a plan whose target is
+completed or archived (crafted, or left by something else) is reported and
+left pending, never carried out.
+"""
+
+from __future__ import annotations
+
+import time as clock
+
+from coordinator.protocol import markers, provenance
+from timeline.crash_points import crash_point, register
+from timeline.errors import TandemError
+from timeline.format import avro_metadata, outcome
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.file_names import group_by_partition
+from timeline.format.fs_view import list_base_files
+from timeline.format.instant import ROLLBACK, Instant, State
+from timeline.format.table_config import read_config
+from timeline.mdt import indexes as mdt_indexes
+from timeline.mdt import records as mdt_records
+from timeline.table import HEARTBEAT_DIR, Table
+
+PLANNED = register("rollback.planned", "R.rollback.requested written")
+STARTED = register("rollback.inflight", "R.rollback.inflight written")
+FILES_DELETED = register("rollback.files", "the rolled-back instant's data files deleted")
+MDT_ROLLED_BACK = register("rollback.mdt", "the instant rolled back in the metadata table")
+MDT_MIRRORED = register("rollback.mdt.mirror", "MDT deltacommit R written")
+INSTANT_REMOVED = register("rollback.instant", "the rolled-back instant's files removed")
+COMPLETED = register("rollback.complete", "R.rollback completed")
+
+
+def files_of(table: Table, time: str) -> list[str]:
+    """Data files instant `time` may have written: from its markers, else by listing."""
+    marked = markers.marked_files(table.storage, time)
+    if marked:
+        return marked
+    return sorted(f.path for f in list_base_files(table.storage) if f.instant == time)
+
+
+def _plan(instant: Instant, paths: list[str]) -> dict:
+    return {
+        "instantToRollback": {"commitTime": instant.time, "action": instant.action},
+        "RollbackRequests": [
+            {
+                "partitionPath": partition,
+                "fileId": None,
+                "latestBaseInstant": instant.time,
+                "filesToBeDeleted": files,
+                "logBlocksToBeDeleted": None,
+            }
+            for partition, files in sorted(group_by_partition(paths).items())
+        ],
+        "version": 1,
+    }
+
+
+def roll_forward(table: Table, target: Instant, decided: outcome.Outcome) -> None:
+    """Complete `target` from its commit decision (its writer died between the decision and T.commit)."""
+    outcome.complete(table.timeline(), target, decided.payload)
+
+
+def rollback(table: Table, target: Instant) -> str | None:
+    """Plan and run the rollback of pending instant `target`; returns R (None: rolled forward or gone)."""
+    if target.is_completed:
+        raise TandemError(f"{target.time} is completed; recovery never rolls back a completed instant")
+    decided = outcome.claim(table.storage, target.time, outcome.ROLLBACK)
+    if decided.is_commit:
+        roll_forward(table, target, decided)
+        return None
+    timeline = table.timeline()  # read after the decision: nothing can complete T any more
+    current = timeline.find(target.time)
+    if current is None:
+        return None
+    if current.is_completed:
+        raise TandemError(f"{target.time} completed without a commit decision; refusing to roll it back")
+    time = table.new_instant_time(timeline)
+    plan = _plan(target, provenance.undoable(timeline, target.time, files_of(table, target.time)))
+    requested = timeline.create_requested(
+        Instant(time, ROLLBACK, State.REQUESTED), avro_metadata.encode("HoodieRollbackPlan", plan)
+    )
+    crash_point(PLANNED)
+    resume(table, requested)
+    return time
+
+
+def resume(table: Table, rollback_instant: Instant) -> bool:
+    """Carry out (or finish) rollback R from its plan; False if its target is completed (R is left pending)."""
+    started = clock.time()
+    timeline = table.timeline()
+    plan = timeline.avro(rollback_instant.with_state(State.REQUESTED))
+    target = plan["instantToRollback"]
+    victim = target["commitTime"]
+    if provenance.is_committed(timeline, victim):
+        provenance.refuse([rollback_instant.file_name], f"the rollback plan targets completed instant {victim}")
+        return False
+    decided = outcome.claim(table.storage, target["commitTime"], outcome.ROLLBACK)
+    if decided.is_commit:  # a plan written before decisions existed, for an instant that then committed
+        timeline.delete_instant_files(rollback_instant.time, ROLLBACK)
+        roll_forward(table, Instant(target["commitTime"], target["action"], State.INFLIGHT), decided)
+        return True
+    if rollback_instant.state == State.REQUESTED:
+        timeline.transition_to_inflight(rollback_instant)
+        crash_point(STARTED)
+    planned = [p for request in plan["RollbackRequests"] or [] for p in request["filesToBeDeleted"]]
+    paths = provenance.undoable(table.timeline(), target["commitTime"], planned)  # read after the claim
+    deleted = [p for p in paths if table.storage.delete(p)]
+    crash_point(FILES_DELETED)
+    mdt = table.metadata()
+    if mdt.exists():
+        mdt.rollback(target["commitTime"], timeline)
+        crash_point(MDT_ROLLED_BACK)
+        mirror_deltacommit(table, timeline, rollback_instant.time, paths)
+        crash_point(MDT_MIRRORED)
+    timeline.delete_instant_files(target["commitTime"], target["action"])
+    table.storage.delete_dir(markers.marker_dir(target["commitTime"]))
+    table.storage.discard(f"{HEARTBEAT_DIR}/{target['commitTime']}")
+    crash_point(INSTANT_REMOVED)
+    metadata = {
+        "startRollbackTime": rollback_instant.time,
+        "timeTakenInMillis": int((clock.time() - started) * 1000),
+        "totalFilesDeleted": len(deleted),
+        "commitsRollback": [target["commitTime"]],
+        "partitionMetadata": {
+            p: {
+                "partitionPath": p,
+                "successDeleteFiles": files,
+                "failedDeleteFiles": [],
+                "rollbackLogFiles": None,
+                "writtenLogFiles": None,
+            }
+            for p, files in group_by_partition(paths).items()
+        },
+        "version": 1,
+        "instantsRollback": [target],
+    }
+    timeline.complete(rollback_instant, avro_metadata.encode("HoodieRollbackMetadata", metadata))
+    crash_point(COMPLETED)
+    return True
+
+
+def mirror_deltacommit(table: Table, timeline: ActiveTimeline, time: str, deleted: list[str]) -> None:
+    """Apply MDT deltacommit `time` for deleted files once: tombstones in `files` and in every index partition.
+
+    A retry after a partial attempt appends the same records again: claimed log
+    versions are never deleted, and applying the same tombstones twice is idempotent.
+    """
+    mdt = table.metadata()
+    existing = mdt.timeline().find(time)
+    if existing is not None and existing.is_completed:
+        return
+    indexes = read_config(table.storage).metadata_indexes
+    mdt.apply(time, mdt_records.from_deleted_paths(deleted), index_records=mdt_indexes.tombstones(deleted, indexes))

@@ -1,0 +1,92 @@
+"""Table services run as their own steps (CLI verbs and workers), each taking the lock itself.
+
+MDT compaction follows DESIGN §5: schedule under the lock, merge outside it,
+publish and complete under it. A clean plans and completes under the lock and
+deletes outside it. Recovery and archival run wholly under the lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coordinator.config import CoordinatorConfig
+from coordinator.mdt import compaction
+from coordinator.mdt.maintenance import roll_back_failed_writes
+from coordinator.protocol import clean as clean_service
+from coordinator.protocol.archival import ArchivalReport, archive
+from coordinator.protocol.heartbeat import Heartbeat
+from coordinator.protocol.locking import held, table_lock
+from coordinator.protocol.recovery import RecoveryReport, recover, roll_back_orphans
+from locks.base import LockProvider
+from timeline.errors import BadInputError
+from timeline.mdt import layout
+from timeline.table import Table
+
+
+@dataclass
+class CompactionReport:
+    rolled_back: list[str] = field(default_factory=list)
+    compacted: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)  # planned logs hold an instant not decided yet
+    cleaned_files: int = 0
+
+
+def compact(table: Table, config: CoordinatorConfig, lock: LockProvider, force: bool = False) -> CompactionReport:
+    """Retry pending MDT compactions and schedule one when due (or whenever logs exist, if `force`)."""
+    mdt = table.metadata()
+    if not mdt.exists():
+        raise BadInputError(f"{table.uri} has no metadata table (`tandem metadata create` builds one)")
+    report = CompactionReport()
+    with held(lock):
+        timeline = table.timeline()
+        table.check_writable(timeline)  # compacting a damaged MDT would bake the damage into a base file
+        report.rolled_back = roll_back_failed_writes(mdt, timeline)
+        compaction.plan_orphan_seal(mdt)
+        if force or compaction.is_due(mdt, config.max_delta_commits):
+            compaction.schedule(mdt, timeline)
+        pending = sorted(i.time for i in layout.pending_compactions(mdt.timeline()))
+    for time in pending:
+        try:
+            staged = compaction.stage(mdt, table.timeline(), time)
+        except compaction.CompactionDeferred:
+            report.deferred = pending[pending.index(time) :]
+            break
+        with held(lock, time):
+            if compaction.publish(mdt, staged):
+                report.compacted.append(time)
+    if report.compacted:
+        with held(lock):
+            report.cleaned_files = len(compaction.clean(mdt, table.timeline()))
+    return report
+
+
+def clean(table: Table, config: CoordinatorConfig | None = None, lock: LockProvider | None = None) -> str | None:
+    """Plan and run one clean under `lock` (the configured one if None); None when nothing to delete."""
+    config = config or CoordinatorConfig()
+    provider = lock or table_lock(table, config)
+    try:
+        with held(provider):
+            roll_back_orphans(table, config)
+            requested = clean_service.schedule(table, config.clean_policy, config.retained)
+            if requested is None:
+                return None
+            heartbeat = Heartbeat.from_config(table.storage, requested.time, config)
+            heartbeat.start()
+        try:
+            clean_service.resume(table, requested, provider)
+        finally:
+            heartbeat.stop()
+        return requested.time
+    finally:
+        if lock is None:
+            provider.close()
+
+
+def recover_table(table: Table, config: CoordinatorConfig, lock: LockProvider) -> RecoveryReport:
+    with held(lock):
+        return recover(table, config)
+
+
+def archive_table(table: Table, config: CoordinatorConfig, lock: LockProvider) -> ArchivalReport:
+    with held(lock):
+        return archive(table, config.archive_min_commits, config.archive_max_commits, force=True)

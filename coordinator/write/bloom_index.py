@@ -1,0 +1,94 @@
+"""Hudi's bloom index over the MDT's `bloom_filters` partition: which files may hold a batch's keys.
+
+A file is ruled out only by its own record: no incoming key falls in its
+[min, max] record-key range, or its bloom filter answers "no" for every key
+(bloom filters have false positives, never false negatives). A file without a
+record, or a record that does not decode, stays a candidate, as does every file
+when the index cannot be read: the index only ever saves reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left, bisect_right
+
+import numpy as np
+import pyarrow as pa
+
+from timeline.errors import TandemError
+from timeline.format.file_names import BaseFile
+from timeline.format.table_config import TableConfig
+from timeline.index.bloom import BloomFilter, key_hashes
+from timeline.mdt.log import BLOOM_FILTERS
+from timeline.mdt.reader import MetadataReader
+from timeline.table import TableView
+
+LOG = logging.getLogger(__name__)
+
+
+def bloom_candidates(
+    config: TableConfig,
+    view: TableView,
+    files: list[BaseFile],
+    keys: pa.ChunkedArray | pa.Array,
+    partitions: pa.ChunkedArray | pa.Array | None = None,
+) -> list[BaseFile]:
+    """The files of `files` that may hold one of `keys` (of the key's own partition, when `partitions` is given:
+    the non-global index); every key is hashed once, whatever the number of files."""
+    if BLOOM_FILTERS not in config.metadata_indexes or getattr(view, "mdt", None) is None:
+        return files
+    try:
+        records = MetadataReader(view.mdt, view.timeline).index(BLOOM_FILTERS, sorted({f.partition for f in files}))
+        by_file = {(r["partition"], r["fileName"]): r for r in records.to_pylist()}
+    except (TandemError, OSError, pa.ArrowException, ValueError, KeyError) as err:
+        LOG.warning("bloom_filters index unreadable, tagging opens every candidate file: %s", err)
+        return files
+    batches = _batches(keys, partitions)
+    everywhere = batches.get(None)
+    return [f for f in files if _may_hold(by_file.get((f.partition, f.name)), everywhere or batches.get(f.partition))]
+
+
+class _Batch:
+    """Incoming keys sorted (for the key-range check) with their hashes and, per filter shape, their probes:
+    files sized alike (the usual case) share one computation of every key's bit positions."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = sorted(set(keys))
+        self.hashes = key_hashes(self.keys)
+        self._probes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def may_be_in(self, bloom: BloomFilter, start: int, end: int) -> bool:
+        probes = self._probes.get(bloom.shape())
+        if probes is None:
+            probes = self._probes[bloom.shape()] = bloom.probes(self.hashes)
+        offsets, shifts = probes
+        return bloom.might_contain_any_probed((offsets[start:end], shifts[start:end]))
+
+
+def _batches(keys: pa.ChunkedArray | pa.Array, partitions: pa.ChunkedArray | pa.Array | None) -> dict:
+    values = keys.to_pylist()
+    if partitions is None:
+        return {None: _Batch([k for k in values if k is not None])}
+    grouped: dict[str, list[str]] = {}
+    for key, partition in zip(values, partitions.to_pylist(), strict=True):
+        if key is not None:
+            grouped.setdefault(partition, []).append(key)
+    return {p: _Batch(k) for p, k in grouped.items()}
+
+
+def _may_hold(record: dict | None, batch: _Batch | None) -> bool:
+    if batch is None:
+        return False
+    if record is None:
+        return True
+    low, high = record["minRecordKey"], record["maxRecordKey"]
+    if low is None or high is None:
+        return True
+    start, end = bisect_left(batch.keys, low), bisect_right(batch.keys, high)
+    if start == end:
+        return False
+    try:
+        bloom = BloomFilter.from_bytes(record["bloomFilter"])
+    except ValueError:
+        return True
+    return batch.may_be_in(bloom, start, end)

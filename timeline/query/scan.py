@@ -1,0 +1,432 @@
+"""One scan planner for every engine: which base files a query must read, from the metadata table.
+
+Given a table, a snapshot (latest, as of an instant, or the changes in
+(since, until]) and an optional filter, the planner lists the latest file slices
+(from the MDT; a storage listing only when the table has none or it is
+unhealthy, and the plan says so), prunes partitions on their typed values and
+files on their column statistics, and returns splits. Pruning only ever drops a
+file no row of which can satisfy the filter; the whole filter stays with the
+engine as the residual, so a predicate the planner cannot translate costs
+speed, never rows. The set of splits is fixed when the plan is made: a commit
+that lands later is simply not in it (snapshot isolation).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from timeline.errors import BadInputError, CorruptInstantError, TandemError
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.file_names import BaseFile, parse_base_file, split_path
+from timeline.format.instant import CLEAN, WRITE_ACTIONS, query_instant
+from timeline.format.partition_path import canonical_all
+from timeline.index.column_stats import ColumnRange
+from timeline.mdt.log import COLUMN_STATS
+from timeline.mdt.reader import MetadataReader
+from timeline.mdt.table import MetadataTable
+from timeline.query.partition_filter import PARTITION_COLUMN, partition_candidates, typed_fields
+from timeline.query.predicate import Expr, columns_of, parse_sql, resolve
+from timeline.query.skipping import may_match, prune_partitions
+from timeline.table import ListingSource, Table
+
+LOG = logging.getLogger(__name__)
+COMMIT_TIME = "_hoodie_commit_time"
+URL_ENCODE = "hoodie.datasource.write.partitionpath.urlencode"
+SCHEMA_WRITES = 8  # newest completed writes whose files give the schema before the listing is asked
+# (table, completed write) -> the schema of its files: a completed instant's files never change
+_SCHEMA_OF_WRITE: dict[tuple[str, str], pa.Schema] = {}
+SCHEMA_CACHE_ENTRIES = 256
+
+
+@dataclass(frozen=True)
+class Split:
+    """One base file to read, with what the planner knows about it."""
+
+    path: str
+    partition: str
+    file_id: str
+    instant: str
+    size: int
+    partition_values: dict[str, Any]
+    stats: dict[str, ColumnRange] | None = None
+
+
+FILES_SCHEMA = pa.schema(
+    [
+        ("partition", pa.string()),
+        ("file", pa.string()),
+        ("size", pa.int64()),
+        ("file_id", pa.string()),
+        ("instant", pa.string()),
+    ]
+)
+
+
+@dataclass
+class ScanPlan:
+    """The files of a scan as columns (`files`, FILES_SCHEMA), with `Split` objects made only when asked for:
+    planning 100,000 files is a few Arrow kernels, not 100,000 Python objects."""
+
+    table: Table
+    files: pa.Table
+    schema: pa.Schema | None
+    filter: Expr | None
+    since: str | None = None
+    until: str | None = None
+    as_of: str | None = None
+    source: str = "metadata"
+    fallback_reason: str | None = None
+    pruned_by_stats: int = 0
+    stats: str = "not used"
+    notes: list[str] = field(default_factory=list)
+    ranges: dict[tuple[str, str], dict[str, ColumnRange]] | None = None
+    partition_types: dict[str, pa.DataType] = field(default_factory=dict)
+    count_pruned: Callable[[], int] = lambda: 0
+
+    @property
+    def num_splits(self) -> int:
+        return self.files.num_rows
+
+    @functools.cached_property
+    def splits(self) -> list[Split]:
+        columns = [self.files.column(c).to_pylist() for c in ("partition", "file", "size", "file_id", "instant")]
+        values = _partition_values(self.table, sorted(set(columns[0])), self.partition_types)
+        out = []
+        for partition, name, size, file_id, instant in zip(*columns, strict=True):
+            ranges = self.ranges.get((partition, name)) if self.ranges is not None else None
+            path = f"{partition}/{name}" if partition else name
+            out.append(Split(path, partition, file_id, instant, size, values[partition], ranges))
+        return out
+
+    @property
+    def paths(self) -> list[str]:
+        return [s.path for s in self.splits]
+
+    @functools.cached_property
+    def pruned_by_partition(self) -> int:
+        """Files of the partitions the filter pruned, counted when asked (the plan never lists them)."""
+        return self.count_pruned()
+
+    @property
+    def considered(self) -> int:
+        return self.num_splits + self.pruned_by_stats + self.pruned_by_partition
+
+    def explain(self) -> dict:
+        """What the plan did, for `--explain` and `--json`."""
+        return {
+            "source": self.source,
+            "fallback_reason": self.fallback_reason,
+            "snapshot": self.until if self.since is not None else self.as_of,
+            "files_considered": self.considered,
+            "pruned_by_partition": self.pruned_by_partition,
+            "pruned_by_column_stats": self.pruned_by_stats,
+            "files_to_read": self.num_splits,
+            "column_stats": self.stats,
+            "notes": self.notes,
+        }
+
+
+def plan_scan(
+    table: Table,
+    where: Expr | str | None = None,
+    as_of: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    dialect: str = "duckdb",
+    source: str = "auto",
+) -> ScanPlan:
+    """Plan a read; see the module docstring. `where` is an engine-neutral tree or SQL text in `dialect`.
+
+    From a healthy MDT the partitions are pruned on the MDT's partition list first,
+    and only the surviving partitions' files are listed.
+    """
+    as_of, since, until = (
+        None if value is None else query_instant(value, name)
+        for value, name in ((as_of, "as of"), (since, "since"), (until, "until"))
+    )
+    if since is not None and as_of is not None:
+        raise BadInputError("an incremental read (since/until) cannot also be as of an instant")
+    end = until if since is not None else as_of  # any time, as in Hudi: the latest commit at or before it
+    found = table.listing_source(source)
+    if as_of is not None:
+        _check_retained(found.timeline, as_of)
+    lister = _Lister(table, found, end)
+    schema = lister.schema()
+    expr = parse_sql(where, dialect) if isinstance(where, str) else where
+    if expr is not None and schema is not None:
+        expr = resolve(expr, schema)
+    types = typed_fields(table.config.partition_fields, schema)
+    everything: Sequence[str] = ()
+    kept: Sequence[str] = ()
+    if expr is not None and schema is not None:  # without a filter, the partition list is not needed
+        everything = lister.partitions()
+        kept = _prune_partitions(table, expr, everything, types)
+    files = lister.files(kept if len(kept) < len(everything) else None)
+    if since is not None:
+        files = _written_since(files, found.timeline, since, until)
+    view_source = "metadata" if found.mdt is not None else "storage"
+    plan = ScanPlan(table, files, schema, expr, since, until, as_of, view_source, found.fallback_reason)
+    plan.partition_types = types
+    if len(kept) < len(everything):
+        plan.count_pruned = lambda: _count(
+            lister.files(sorted(set(everything) - set(kept))), found.timeline, since, until
+        )
+    plan.ranges = _column_stats(table, found.mdt, found.timeline, expr, files, plan)
+    if plan.ranges is not None and expr is not None:
+        keep = [
+            plan.ranges.get((p, n)) is None or may_match(expr, plan.ranges[(p, n)], _types(schema))
+            for p, n in zip(files.column("partition").to_pylist(), files.column("file").to_pylist(), strict=True)
+        ]
+        plan.pruned_by_stats = keep.count(False)
+        plan.files = files.filter(pa.array(keep, pa.bool_()))
+    return plan
+
+
+class _Lister:
+    """The files of a snapshot, from the MDT (only the partitions asked for) or from one storage listing."""
+
+    def __init__(self, table: Table, found: ListingSource, end: str | None) -> None:
+        self.table = table
+        self.found = found
+        self.end = end
+        self.reader = MetadataReader(found.mdt, found.timeline) if found.mdt is not None else None
+        self._storage_files: pa.Table | None = None
+
+    def partitions(self) -> Sequence[str]:
+        if self.reader is not None:
+            return self.reader.partition_tuple()
+        return sorted(set(self._from_storage().column("partition").to_pylist()))
+
+    def files(self, partitions: list[str] | None) -> pa.Table:
+        """The latest base file of each live file group, of `partitions` (None: all)."""
+        if self.reader is None:
+            files = self._from_storage()
+            if partitions is not None:
+                files = files.filter(pc.is_in(files.column("partition"), pa.array(partitions, pa.string())))
+            return files
+        if partitions is not None and not partitions:
+            return FILES_SCHEMA.empty_table()
+        return latest_files(self.reader.listing(partitions, base_files=True), self.found.timeline, self.end)
+
+    def _from_storage(self) -> pa.Table:
+        if self._storage_files is None:
+            view = self.table.storage_view(self.end, self.found.timeline, self.found.fallback_reason)
+            self._storage_files = files_table(view.latest_base_files())
+        return self._storage_files
+
+    def schema(self) -> pa.Schema | None:
+        """The schema of the newest write's files: schema evolution only adds or widens columns, so it is
+        the widest. From the files the newest completed writes name; the newest listed file otherwise."""
+        timeline = self.found.timeline
+        writes = [i for i in timeline.completed_writes() if self.end is None or i.time <= self.end]
+        for instant in reversed(writes[-SCHEMA_WRITES:]):
+            known = _SCHEMA_OF_WRITE.get((self.table.uri, instant.time))
+            if known is not None:
+                return known
+            metadata = timeline.commit_metadata_if_sound(instant)
+            for stat in metadata.write_stats() if metadata is not None else []:
+                base = _base_file_of(stat.path)
+                if base is None or base.instant != instant.time:
+                    continue
+                try:
+                    with self.table.storage.open_input(base.path) as handle:
+                        schema = pq.read_schema(handle)
+                except FileNotFoundError:
+                    continue  # replaced and cleaned since
+                if len(_SCHEMA_OF_WRITE) >= SCHEMA_CACHE_ENTRIES:
+                    _SCHEMA_OF_WRITE.clear()
+                _SCHEMA_OF_WRITE[(self.table.uri, instant.time)] = schema
+                return schema
+        files = self.files(None)
+        if not files.num_rows:
+            return None
+        newest = pc.index(files.column("instant"), pc.max(files.column("instant"))).as_py()
+        partition, name = files.column("partition")[newest].as_py(), files.column("file")[newest].as_py()
+        with self.table.storage.open_input(f"{partition}/{name}" if partition else name) as handle:
+            return pq.read_schema(handle)
+
+
+def _base_file_of(path: str | None) -> BaseFile | None:
+    """The base file a commit's write stat names; None for anything else (a damaged stat is not used)."""
+    try:
+        return parse_base_file(*split_path(path)) if path else None
+    except BadInputError:
+        return None
+
+
+def files_table(files: list[BaseFile]) -> pa.Table:
+    return pa.table(
+        {
+            "partition": [f.partition for f in files],
+            "file": [f.name for f in files],
+            "size": [f.size for f in files],
+            "file_id": [f.file_id for f in files],
+            "instant": [f.instant for f in files],
+        },
+        schema=FILES_SCHEMA,
+    )
+
+
+def latest_files(listing: pa.Table, timeline: ActiveTimeline, as_of: str | None) -> pa.Table:
+    """The MDT's listing of base files -> the latest base file of each live file group, as of `as_of`.
+
+    What `FileSystemView` does file by file, in Arrow kernels: partitions must be
+    canonical (else the record is corrupt), files after `as_of` and replaced file groups
+    are dropped, and the newest instant of each group wins. The listing holds files of
+    completed (or archived) instants only.
+    """
+    files = listing.select(FILES_SCHEMA.names)
+    canonical_all(pc.unique(files.column("partition")), "metadata table listing", CorruptInstantError)
+    if as_of is not None:
+        files = files.filter(pc.less_equal(files.column("instant"), as_of))
+    replaced = timeline.replaced_file_ids(as_of)
+    if replaced:
+        groups = pc.binary_join_element_wise(files.column("partition"), files.column("file_id"), "\x00")
+        files = files.filter(pc.invert(pc.is_in(groups, pa.array(["\x00".join(k) for k in replaced], pa.string()))))
+    return files.filter(_newest_of_each_group(files))
+
+
+def _newest_of_each_group(files: pa.Table) -> pa.Array:
+    """The rows to keep: the newest instant of each (partition, file id) group. Most file ids occur once,
+    so only the rows of file ids that occur several times are compared one by one."""
+    codes = files.column("file_id").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    counts = np.bincount(codes) if len(codes) else np.zeros(0, dtype=np.int64)
+    keep = counts[codes] == 1
+    several = np.nonzero(~keep)[0]
+    newest: dict[tuple[str, str], tuple[str, int]] = {}
+    columns = [files.column(c).take(several).to_pylist() for c in ("partition", "file_id", "instant")]
+    for row, partition, file_id, instant in zip(several, *columns, strict=True):
+        group = (partition, file_id)
+        if group not in newest or instant > newest[group][0]:
+            newest[group] = (instant, row)
+    keep[[row for _, row in newest.values()]] = True
+    return pa.array(keep, pa.bool_())
+
+
+def _check_retained(timeline: ActiveTimeline, as_of: str) -> None:
+    """Refuse, as Hudi does (`TimelineUtils.validateTimestampAsOf`), a time travel to before what the last
+    completed clean kept: its files may be gone, so an answer could silently miss rows."""
+    cleans = [i for i in timeline.completed() if i.action == CLEAN]
+    if not cleans:
+        return
+    retained = timeline.avro(cleans[-1]).get("earliestCommitToRetain") or ""
+    if retained and as_of < retained:
+        raise BadInputError(
+            f"as of {as_of}: clean {cleans[-1].time} kept the commits from {retained} on only "
+            "(hoodie.cleaner.commits.retained); the table as of an earlier time is gone, as Hudi says"
+        )
+    writes = timeline.completed_writes()
+    if not retained and writes and as_of < writes[0].time:
+        raise BadInputError(
+            f"as of {as_of}: older than the first retained commit {writes[0].time} (cleaned and archived since)"
+        )
+
+
+def _written_since(files: pa.Table, timeline: ActiveTimeline, since: str, until: str | None) -> pa.Table:
+    """The files of the groups commits in (since, until] wrote; every file when the range reaches archived
+    commits, whose write stats the active timeline no longer holds (Hudi's full-scan fallback): the rows are
+    then chosen by their commit time alone."""
+    if timeline.instants and since < timeline.earliest_write_time() and timeline.archived_files:
+        return files
+    touched = _groups_written(timeline, since, until)
+    groups = pc.binary_join_element_wise(files.column("partition"), files.column("file_id"), "\x00")
+    return files.filter(pc.is_in(groups, pa.array(["\x00".join(k) for k in touched], pa.string())))
+
+
+def _count(files: pa.Table, timeline: ActiveTimeline, since: str | None, until: str | None) -> int:
+    return (_written_since(files, timeline, since, until) if since is not None else files).num_rows
+
+
+def _types(schema: pa.Schema) -> dict[str, pa.DataType]:
+    return {f.name: f.type for f in schema}
+
+
+def _prune_partitions(
+    table: Table, expr: Expr, partitions: Sequence[str], types: dict[str, pa.DataType]
+) -> Sequence[str]:
+    fields = table.config.partition_fields
+    if not fields or not types or table.config.raw.get(URL_ENCODE) == "true":
+        return partitions
+    return prune_partitions(expr, partitions, fields, types, table.config.hive_style)
+
+
+def _partition_values(table: Table, partitions: list[str], types: dict[str, pa.DataType]) -> dict[str, dict]:
+    """Per partition, the typed value of each partition field its path gives back exactly (one candidate only)."""
+    out: dict[str, dict[str, Any]] = {p: {} for p in partitions}
+    fields = table.config.partition_fields
+    typed = {f: types[f] for f in fields if f in types}
+    if not typed or not partitions:
+        return out
+    candidates, _ = partition_candidates(partitions, fields, typed, table.config.hive_style)
+    seen: dict[str, dict[str, set]] = {}
+    columns = {n: candidates.column(n).to_pylist() for n in candidates.column_names}
+    for i, partition in enumerate(columns[PARTITION_COLUMN]):
+        found = seen.setdefault(partition, {f: set() for f in typed})
+        for name in typed:
+            found[name].add(_hashable(columns[name][i]))
+    for partition, found in seen.items():
+        out[partition] = {name: next(iter(v))[1] for name, v in found.items() if len(v) == 1}
+    return out
+
+
+def _hashable(value: Any) -> tuple[str, Any]:
+    """A set member for a candidate value: its repr tells "" from None and 1 from True."""
+    return (repr(value), value)
+
+
+def _column_stats(
+    table: Table,
+    mdt: MetadataTable | None,
+    timeline: ActiveTimeline,
+    expr: Expr | None,
+    files: pa.Table,
+    plan: ScanPlan,
+) -> dict[tuple[str, str], dict[str, ColumnRange]] | None:
+    """Ranges of the filter's columns per file, from the MDT's `column_stats`; None when unusable.
+
+    A damaged index never answers: any failure to read or decode it plans
+    without column statistics (and says so), it never drops a file.
+    """
+    if expr is None or not files.num_rows:
+        return None
+    if columns_of(expr) <= set(plan.partition_types):
+        plan.stats = "not needed: the filter is on partition values only, decided exactly"
+        return None
+    if COLUMN_STATS not in table.config.metadata_indexes:
+        plan.stats = "no column_stats index"
+        return None
+    if mdt is None:
+        plan.stats = "not used: the listing came from storage"
+        return None
+    wanted = sorted(columns_of(expr))
+    try:
+        partitions = pc.unique(files.column("partition")).to_pylist()
+        records = MetadataReader(mdt, timeline).index(COLUMN_STATS, sorted(partitions), wanted)
+        out: dict[tuple[str, str], dict[str, ColumnRange]] = {}
+        for record in records.to_pylist():
+            ranges = out.setdefault((record["partition"], record["fileName"]), {})
+            ranges[record["columnName"]] = ColumnRange.from_record(record)
+    except (TandemError, OSError, pa.ArrowException, ValueError, KeyError, TypeError) as err:
+        plan.stats = f"not used: the column_stats index is unreadable ({err})"
+        LOG.warning("%s: column_stats index unreadable, planning without it: %s", table.uri, err)
+        return None
+    plan.stats = f"used for {', '.join(wanted)}"
+    return out
+
+
+def _groups_written(timeline: ActiveTimeline, since: str, until: str | None) -> set[tuple[str, str]]:
+    touched = set()
+    for instant in timeline.completed():
+        if instant.action in WRITE_ACTIONS and instant.time > since and (until is None or instant.time <= until):
+            for stat in timeline.commit_metadata(instant).write_stats():
+                touched.add((stat.partition_path, stat.file_id))
+    return touched
