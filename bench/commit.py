@@ -60,9 +60,10 @@ from bench.report import interleaved, summarize, write_report
 from coordinator.config import CoordinatorConfig, parse_settings
 from coordinator.write.writer import LocalWriter, WriteResult
 from timeline.format.file_names import base_file_name, new_file_id, write_token
+from timeline.format.meta_fields import META_COLUMNS
 from timeline.query.reader import read_plan
 from timeline.query.scan import plan_scan
-from timeline.table import META_COLUMNS, Table
+from timeline.table import Table
 
 ROWS = 100  # rows per append and keys per upsert
 PARTITIONS = 5

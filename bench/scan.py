@@ -57,9 +57,10 @@ from coordinator.write.writer import LocalWriter
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.file_names import base_file_name, new_file_id, write_token
 from timeline.format.instant import CLOCK, COMMIT, Instant, State
+from timeline.format.meta_fields import META_COLUMNS
 from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import records as mdt_records
-from timeline.table import META_COLUMNS, Table
+from timeline.table import Table
 
 ROWS_PER_FILE = 4
 TARGET_ONE_PARTITION_MS = 10.0

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from coordinator.write.column_names import check_input_columns
 from coordinator.write.writer import LocalWriter
 from timeline.errors import BadInputError
+from timeline.format.meta_fields import META_COLUMNS
 from timeline.query.reader import read_view
-from timeline.table import META_COLUMNS, Table
+from timeline.table import Table
 
 # Names the writers, readers and planners use for their own columns, and near misses of them.
 INTERNAL = [

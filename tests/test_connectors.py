@@ -23,8 +23,9 @@ from coordinator.mdt import index_build
 from coordinator.write.writer import LocalWriter
 from tests.conftest import FIXTURE_NAMES, tandem, unzip_fixture
 from timeline.errors import BadInputError
+from timeline.format.meta_fields import META_COLUMNS
 from timeline.mdt.log import COLUMN_STATS
-from timeline.table import META_COLUMNS, Table
+from timeline.table import Table
 
 pytest.importorskip("pyspark")
 

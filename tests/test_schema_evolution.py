@@ -14,8 +14,9 @@ import pytest
 from coordinator.write.writer import LocalWriter
 from tests.conftest import FIXTURE_NAMES, hudi_read, tandem, unzip_fixture
 from timeline.errors import BadInputError
+from timeline.format.meta_fields import META_COLUMNS
 from timeline.query.reader import read_view
-from timeline.table import META_COLUMNS, Table
+from timeline.table import Table
 
 
 def read_rows(table: Table) -> list[dict]:

@@ -14,8 +14,9 @@ import pytest
 from coordinator.write.writer import LocalWriter, WriteOptions
 from tests.conftest import hudi_read, rows_by_key
 from timeline.errors import BadInputError
+from timeline.format.meta_fields import META_COLUMNS
 from timeline.query.reader import read_view
-from timeline.table import META_COLUMNS, Table
+from timeline.table import Table
 
 pytest.importorskip("pyspark")
 

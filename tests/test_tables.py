@@ -15,8 +15,9 @@ from coordinator.config import CoordinatorConfig
 from coordinator.protocol.transaction import Transaction
 from coordinator.write.writer import LocalWriter, WriteOptions
 from tests.conftest import FIXTURE_NAMES, hudi_read, rows_by_key, tandem, unzip_fixture
+from timeline.format.meta_fields import META_COLUMNS
 from timeline.query.reader import read_view
-from timeline.table import META_COLUMNS, Table
+from timeline.table import Table
 
 
 def our_read(path: str, as_of: str | None = None) -> pa.Table:

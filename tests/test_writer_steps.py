@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import coordinator.write.rows as rows_module
 from coordinator.write.meta_columns import with_meta
 from coordinator.write.rows import split_by
-from timeline.table import META_COLUMNS
+from timeline.format.meta_fields import META_COLUMNS
 
 INSTANT, TASK, NAME = "20260101000000000", 3, "f-1_0-1-3_20260101000000000.parquet"
 

@@ -28,13 +28,6 @@ from timeline.mdt.log import DecodedLog
 from timeline.mdt.reader import MetadataReader
 from timeline.mdt.table import MetadataTable
 
-META_COLUMNS = [
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-]
 TEMP_DIR = f"{HOODIE_DIR}/.temp"
 HEARTBEAT_DIR = f"{HOODIE_DIR}/.heartbeat"
 SOURCES = ("auto", "metadata", "storage")

@@ -97,9 +97,9 @@ def read(
     import pyarrow.parquet as pq
     from rich.table import Table as RichTable
 
+    from timeline.format.meta_fields import META_COLUMNS
     from timeline.query.reader import read_plan
     from timeline.query.scan import plan_scan
-    from timeline.table import META_COLUMNS
 
     table = open_table(path)
     as_of, since, until = (

@@ -18,16 +18,16 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from timeline import table_schema
 from timeline.errors import BadInputError, TandemError
-from timeline.format.avro_schema import avro_to_arrow
+from timeline.format.meta_fields import COMMIT_TIME
 from timeline.query.reader import read_files
-from timeline.query.scan import COMMIT_TIME, ScanPlan, plan_scan
-from timeline.table import META_COLUMNS, Table
+from timeline.query.scan import ScanPlan, plan_scan
+from timeline.table import Table
 
 if TYPE_CHECKING:
     import duckdb as duckdb_module
 
-CREATE_SCHEMA = "hoodie.table.create.schema"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # errors in the statement itself (bad input); any other DuckDB error is the engine failing
 STATEMENT_ERRORS = (
@@ -126,22 +126,10 @@ def output_schema(plan: ScanPlan) -> pa.Schema:
     Tables that do not populate the meta columns carry null ones in Spark-written
     files; like Hudi's readers, leave them out.
     """
-    schema = plan.schema if plan.schema is not None else declared_schema(plan.table)
+    schema = plan.schema if plan.schema is not None else table_schema.declared(plan.table)
     if not plan.table.config.populate_meta_fields:
-        schema = pa.schema([f for f in schema if f.name not in META_COLUMNS])
+        schema = table_schema.without_meta(schema)
     return schema
-
-
-def declared_schema(table: Table) -> pa.Schema:
-    """Meta columns and the schema the table was created with (or its latest commit records), if any."""
-    meta = [pa.field(c, pa.string()) for c in META_COLUMNS]
-    text = table.config.raw.get(CREATE_SCHEMA)
-    try:
-        text = text or table.timeline().latest_schema()
-        data = list(avro_to_arrow(text, CREATE_SCHEMA)) if text else []
-    except TandemError:
-        data = []
-    return pa.schema(meta + [f for f in data if f.name not in META_COLUMNS])
 
 
 def query(path: str, sql: str, name: str = "t", as_of: str | None = None) -> tuple[pa.Table, ScanPlan]:

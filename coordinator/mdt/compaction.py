@@ -29,7 +29,8 @@ import pyarrow.parquet as pq
 
 from timeline.crash_points import crash_point, register
 from timeline.errors import TandemError
-from timeline.format import avro_metadata, outcome
+from timeline.format import action_metadata, avro_metadata, outcome
+from timeline.format.action_metadata import KEEP_LATEST_FILE_VERSIONS
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.instant import CLEAN, COMPACTION, DELTA_COMMIT, Instant, State
@@ -363,17 +364,13 @@ def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAU
     if not paths:
         return []
     time = mdt.next_instant(data_timeline)
-    plan = {
-        "earliestInstantToRetain": {"timestamp": keep_from, "action": COMPACTION, "state": "COMPLETED"},
-        "policy": "KEEP_LATEST_FILE_VERSIONS",
-        "filesToBeDeletedPerPartition": None,
-        "version": 2,
-        "filePathsToBeDeletedPerPartition": {
-            partition: [{"filePath": p, "isBootstrapBaseFile": False} for p in paths if _partition_of(p) == partition]
-            for partition in sorted({_partition_of(p) for p in paths})
-        },
-        "partitionsToBeDeleted": None,
+    per_partition = {
+        partition: [p for p in paths if _partition_of(p) == partition]
+        for partition in sorted({_partition_of(p) for p in paths})
     }
+    plan = action_metadata.clean_plan(
+        KEEP_LATEST_FILE_VERSIONS, {"timestamp": keep_from, "action": COMPACTION}, per_partition
+    )
     requested = timeline.create_requested(
         Instant(time, CLEAN, State.REQUESTED), avro_metadata.encode("HoodieCleanerPlan", plan)
     )
@@ -404,26 +401,9 @@ def _carry_out_clean(mdt: MetadataTable, requested: Instant, plan: dict) -> list
     crash_point(CLEAN_DELETED)
     timeline = mdt.timeline()
     completed = sorted(i.time for i in layout.compactions(timeline) if i.is_completed)
-    done = {
-        "policy": "KEEP_LATEST_FILE_VERSIONS",
-        "startCleanTime": requested.time,
-        "timeTakenInMillis": 0,
-        "totalFilesDeleted": len(paths),
-        "earliestCommitToRetain": plan["earliestInstantToRetain"]["timestamp"],
-        "lastCompletedCommitTimestamp": completed[-1],
-        "partitionMetadata": {
-            partition: {
-                "partitionPath": partition,
-                "policy": "KEEP_LATEST_FILE_VERSIONS",
-                "deletePathPatterns": files,
-                "successDeleteFiles": files,
-                "failedDeleteFiles": [],
-                "isPartitionDeleted": None,
-            }
-            for partition, files in planned.items()
-        },
-        "version": 2,
-        "bootstrapPartitionMetadata": None,
-    }
+    earliest = plan["earliestInstantToRetain"]["timestamp"]
+    done = action_metadata.clean_metadata(
+        KEEP_LATEST_FILE_VERSIONS, requested.time, 0, earliest, completed[-1], planned
+    )
     timeline.complete(requested, avro_metadata.encode("HoodieCleanMetadata", done))
     return paths

@@ -29,6 +29,7 @@ from timeline.format import outcome
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import INDEXING, Instant, State
 from timeline.format.keys import record_keys
+from timeline.format.meta_fields import RECORD_KEY
 from timeline.format.table_config import TableConfig, read_config, record_metadata_indexes
 from timeline.index.bloom import BloomFilter
 from timeline.index.column_stats import ColumnRange, ranges_of_parquet
@@ -42,7 +43,7 @@ INDEX_TURNED_ON = register("mdt.index.turned_on", "index recorded in hoodie.prop
 INDEX_LOGGED = register("mdt.index.logged", "index records of the build appended, instant not complete")
 INDEX_COMPLETE = register("mdt.index.complete", "indexing instant completed")
 BUILD_THREADS = 8
-KEY_COLUMN = "_hoodie_record_key"
+KEY_COLUMN = RECORD_KEY
 
 
 @dataclass

@@ -22,7 +22,8 @@ from coordinator.protocol.rollback import mirror_deltacommit
 from locks.base import LockProvider
 from timeline.crash_points import crash_point, register
 from timeline.errors import BadInputError
-from timeline.format import avro_metadata
+from timeline.format import action_metadata, avro_metadata
+from timeline.format.action_metadata import KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.file_names import BaseFile, group_by_partition
 from timeline.format.fs_view import FileSystemView
@@ -35,8 +36,6 @@ FILES_DELETED = register("clean.files", "planned files deleted")
 MDT_MIRRORED = register("clean.mdt", "MDT deltacommit K written")
 COMPLETED = register("clean.complete", "K.clean completed")
 
-KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
-KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
 POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS)
 
 
@@ -77,18 +76,8 @@ def schedule(table: Table, policy: str, retained: int) -> Instant | None:
         return None
     time = table.new_instant_time(timeline)
     by_partition = group_by_partition(paths)
-    plan = {
-        "earliestInstantToRetain": {"timestamp": earliest, "action": "commit", "state": "COMPLETED"}
-        if earliest
-        else None,
-        "policy": policy,
-        "filesToBeDeletedPerPartition": None,
-        "version": 2,
-        "filePathsToBeDeletedPerPartition": {
-            p: [{"filePath": f, "isBootstrapBaseFile": False} for f in files] for p, files in by_partition.items()
-        },
-        "partitionsToBeDeleted": None,
-    }
+    retain = {"timestamp": earliest, "action": "commit"} if earliest else None
+    plan = action_metadata.clean_plan(policy, retain, by_partition)
     requested = timeline.create_requested(
         Instant(time, CLEAN, State.REQUESTED), avro_metadata.encode("HoodieCleanerPlan", plan)
     )
@@ -145,26 +134,8 @@ def _finish(table: Table, clean_instant: Instant, plan: dict, per_partition: dic
         crash_point(MDT_MIRRORED)
     earliest = _earliest(plan)
     writes = [i.time for i in timeline.completed_writes()]
-    metadata = {
-        "policy": plan["policy"],
-        "startCleanTime": clean_instant.time,
-        "timeTakenInMillis": int((clock.time() - started) * 1000),
-        "totalFilesDeleted": len(paths),
-        "earliestCommitToRetain": earliest,
-        "lastCompletedCommitTimestamp": writes[-1] if writes else "",
-        "partitionMetadata": {
-            p: {
-                "partitionPath": p,
-                "policy": plan["policy"],
-                "deletePathPatterns": [f.rpartition("/")[2] for f in files],
-                "successDeleteFiles": [f.rpartition("/")[2] for f in files],
-                "failedDeleteFiles": [],
-                "isPartitionDeleted": None,
-            }
-            for p, files in per_partition.items()
-        },
-        "version": 2,
-        "bootstrapPartitionMetadata": None,
-    }
+    millis = int((clock.time() - started) * 1000)
+    last = writes[-1] if writes else ""
+    metadata = action_metadata.clean_metadata(plan["policy"], clean_instant.time, millis, earliest, last, per_partition)
     timeline.complete(clean_instant, avro_metadata.encode("HoodieCleanMetadata", metadata))
     crash_point(COMPLETED)

@@ -23,7 +23,7 @@ import time as clock
 from coordinator.protocol import markers, provenance
 from timeline.crash_points import crash_point, register
 from timeline.errors import TandemError
-from timeline.format import avro_metadata, outcome
+from timeline.format import action_metadata, avro_metadata, outcome
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.file_names import group_by_partition
 from timeline.format.fs_view import list_base_files
@@ -50,23 +50,6 @@ def files_of(table: Table, time: str) -> list[str]:
     return sorted(f.path for f in list_base_files(table.storage) if f.instant == time)
 
 
-def _plan(instant: Instant, paths: list[str]) -> dict:
-    return {
-        "instantToRollback": {"commitTime": instant.time, "action": instant.action},
-        "RollbackRequests": [
-            {
-                "partitionPath": partition,
-                "fileId": None,
-                "latestBaseInstant": instant.time,
-                "filesToBeDeleted": files,
-                "logBlocksToBeDeleted": None,
-            }
-            for partition, files in sorted(group_by_partition(paths).items())
-        ],
-        "version": 1,
-    }
-
-
 def roll_forward(table: Table, target: Instant, decided: outcome.Outcome) -> None:
     """Complete `target` from its commit decision (its writer died between the decision and T.commit)."""
     outcome.complete(table.timeline(), target, decided.payload)
@@ -87,7 +70,8 @@ def rollback(table: Table, target: Instant) -> str | None:
     if current.is_completed:
         raise TandemError(f"{target.time} completed without a commit decision; refusing to roll it back")
     time = table.new_instant_time(timeline)
-    plan = _plan(target, provenance.undoable(timeline, target.time, files_of(table, target.time)))
+    paths = provenance.undoable(timeline, target.time, files_of(table, target.time))
+    plan = action_metadata.rollback_plan(target.time, target.action, dict(sorted(group_by_partition(paths).items())))
     requested = timeline.create_requested(
         Instant(time, ROLLBACK, State.REQUESTED), avro_metadata.encode("HoodieRollbackPlan", plan)
     )
@@ -116,7 +100,8 @@ def resume(table: Table, rollback_instant: Instant) -> bool:
         crash_point(STARTED)
     planned = [p for request in plan["RollbackRequests"] or [] for p in request["filesToBeDeleted"]]
     paths = provenance.undoable(table.timeline(), target["commitTime"], planned)  # read after the claim
-    deleted = [p for p in paths if table.storage.delete(p)]
+    for path in paths:
+        table.storage.delete(path)
     crash_point(FILES_DELETED)
     mdt = table.metadata()
     if mdt.exists():
@@ -128,24 +113,8 @@ def resume(table: Table, rollback_instant: Instant) -> bool:
     table.storage.delete_dir(markers.marker_dir(target["commitTime"]))
     table.storage.discard(f"{HEARTBEAT_DIR}/{target['commitTime']}")
     crash_point(INSTANT_REMOVED)
-    metadata = {
-        "startRollbackTime": rollback_instant.time,
-        "timeTakenInMillis": int((clock.time() - started) * 1000),
-        "totalFilesDeleted": len(deleted),
-        "commitsRollback": [target["commitTime"]],
-        "partitionMetadata": {
-            p: {
-                "partitionPath": p,
-                "successDeleteFiles": files,
-                "failedDeleteFiles": [],
-                "rollbackLogFiles": None,
-                "writtenLogFiles": None,
-            }
-            for p, files in group_by_partition(paths).items()
-        },
-        "version": 1,
-        "instantsRollback": [target],
-    }
+    millis = int((clock.time() - started) * 1000)
+    metadata = action_metadata.rollback_metadata(rollback_instant.time, millis, target, group_by_partition(paths))
     timeline.complete(rollback_instant, avro_metadata.encode("HoodieRollbackMetadata", metadata))
     crash_point(COMPLETED)
     return True

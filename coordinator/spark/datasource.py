@@ -50,11 +50,12 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 from coordinator.duckdb.view import output_schema
 from timeline.errors import BadInputError, TandemError
 from timeline.format.instant import query_instant
+from timeline.format.meta_fields import COMMIT_TIME
 from timeline.format.schema_evolution import conform
 from timeline.io.storage import Storage
 from timeline.query import predicate as P
 from timeline.query.reader import read_base_file
-from timeline.query.scan import COMMIT_TIME, ScanPlan, Split, plan_scan
+from timeline.query.scan import ScanPlan, Split, plan_scan
 from timeline.table import Table
 
 NAME = "tandem"

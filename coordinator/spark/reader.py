@@ -22,11 +22,12 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from timeline.errors import BadInputError
+from timeline.format.meta_fields import COMMIT_TIME, META_COLUMNS
 from timeline.io.storage import Storage
 from timeline.query.predicate import Expr, parse_sql
 from timeline.query.reader import read_base_file
-from timeline.query.scan import COMMIT_TIME, ScanPlan, Split, plan_scan
-from timeline.table import META_COLUMNS, Table
+from timeline.query.scan import ScanPlan, Split, plan_scan
+from timeline.table import Table
 
 SPARK_ERRORS = (PySparkException, Py4JJavaError)
 

@@ -54,10 +54,11 @@ from timeline.format.file_names import BaseFile, write_token
 from timeline.format.fs_view import FileSystemView
 from timeline.format.instant import REPLACE_COMMIT
 from timeline.format.keys import DEFAULT_PARTITION
+from timeline.format.meta_fields import META_COLUMNS
 from timeline.format.schema_evolution import conform
 from timeline.io.storage import Storage
 from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
-from timeline.table import META_COLUMNS, Table
+from timeline.table import Table
 
 STAT = "stat"
 NULL_KEY_MARK = "tandem: record key field "

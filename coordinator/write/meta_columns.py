@@ -7,10 +7,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from coordinator.write.rows import KEY, PARTITION
-from timeline.query.reader import COMMIT_TIME
-from timeline.table import META_COLUMNS
+from timeline.format.meta_fields import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, META_COLUMNS
 
-GENERATED = (COMMIT_TIME, "_hoodie_commit_seqno", "_hoodie_file_name")  # meta columns a write makes, not derives
+GENERATED = (COMMIT_TIME, COMMIT_SEQNO, FILE_NAME)  # meta columns a write makes, not derives
 
 
 def with_meta(rows: pa.Table, name: str, instant: str, task: int, populate_meta_fields: bool) -> pa.Table:
@@ -34,10 +33,10 @@ def with_meta(rows: pa.Table, name: str, instant: str, task: int, populate_meta_
     first = carried if suffix else 0
     fresh = {
         COMMIT_TIME: pa.array([instant] * (n - first), pa.string()),
-        "_hoodie_commit_seqno": pa.array([f"{instant}_{task}_{i}" for i in range(first, n)], pa.string()),
+        COMMIT_SEQNO: pa.array([f"{instant}_{task}_{i}" for i in range(first, n)], pa.string()),
         KEY: rows.column(KEY).slice(first),
         PARTITION: rows.column(PARTITION).slice(first),
-        "_hoodie_file_name": pa.array([name] * (n - first), pa.string()),
+        FILE_NAME: pa.array([name] * (n - first), pa.string()),
     }
     if not carried:
         meta = [fresh[c] for c in META_COLUMNS]

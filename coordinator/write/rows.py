@@ -12,11 +12,12 @@ import pyarrow.compute as pc
 
 from coordinator.write.column_names import unused_name
 from timeline.format import keys
+from timeline.format.meta_fields import PARTITION_PATH, RECORD_KEY
 from timeline.format.schema_evolution import conform
 from timeline.format.table_config import TableConfig
 
-KEY = "_hoodie_record_key"
-PARTITION = "_hoodie_partition_path"
+KEY = RECORD_KEY
+PARTITION = PARTITION_PATH
 # `split_by` reorders rows by one take up to this size: a take joins a string column's chunks into one array,
 # whose 32-bit offsets overflow past 2 GiB; larger inputs are filtered per value, chunk by chunk.
 TAKE_BYTES = 1024 * 1024 * 1024

@@ -27,8 +27,9 @@ from coordinator.write.meta_columns import with_meta
 from coordinator.write.parquet_files import write_parquet
 from coordinator.write.pool import IO_THREADS, LOCAL_IO_THREADS, each
 from coordinator.write.rows import KEY, PARTITION, dedupe, key_typed, row_keys, split_by, with_keys
-from coordinator.write.table_schema import TableSchemas, target_schema
+from coordinator.write.table_schema import existing_schema, target_schema
 from locks.base import LockProvider
+from timeline import table_schema
 from timeline.crash_points import crash_point
 from timeline.errors import BadInputError
 from timeline.format import keys
@@ -37,10 +38,11 @@ from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.file_names import PARTITION_METADATA, BaseFile, base_file_name, write_token
 from timeline.format.fs_view import FileSystemView
 from timeline.format.instant import COMMIT, REPLACE_COMMIT
+from timeline.format.meta_fields import META_COLUMNS
 from timeline.format.schema_evolution import conform
 from timeline.io.read_once import reuse_reads
 from timeline.mdt import indexes as mdt_indexes
-from timeline.table import META_COLUMNS, Table
+from timeline.table import Table
 
 DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
 DEFAULT_SMALL_FILE_LIMIT = 100 * 1024 * 1024
@@ -89,7 +91,6 @@ class LocalWriter:
         self.coordinator = coordinator or CoordinatorConfig()
         self.lock = lock
         self.io_threads = IO_THREADS if table.storage.is_s3 else LOCAL_IO_THREADS
-        self.schemas = TableSchemas(table)
         self.reads = BaseFileReads(table, self.config)  # base files one write reads: its index and its merge
         self._ensured: set[str] = set()  # partitions this write knows to have their metadata file
 
@@ -113,11 +114,11 @@ class LocalWriter:
 
     def existing_schema(self, view: FileSystemView) -> pa.Schema | None:
         """The newest file's schema; gone means a concurrent writer and clean moved past this view."""
-        return self.schemas.existing(view)
+        return existing_schema(self.table, view)
 
     def view_and_schema(self, operation: str, txn: Transaction) -> tuple[FileSystemView | None, pa.Schema | None]:
         """The view to plan against (inserts need none) and the table's schema before this write."""
-        known, existing = self.schemas.from_timeline(txn.begin_timeline)
+        known, existing = table_schema.recorded(self.table, txn.begin_timeline)
         if operation in ("insert", "bulk_insert") and known:
             txn.known_partitions = set()  # re-listing a known partition is a harmless union
             return None, existing
@@ -244,7 +245,7 @@ class LocalWriter:
                 view, existing = self.view_and_schema(operation, txn)
             self._ensured = set(txn.known_partitions)  # listed by the view: created before any file in them
             txn.markers_only_here = True  # every file of this write goes through txn.create_marker
-            incoming = pa.schema([f for f in data.schema if f.name not in META_COLUMNS])
+            incoming = table_schema.without_meta(data.schema)
             schema = target_schema(incoming, existing, operation)
             txn.metadata.schema = arrow_to_avro(schema, self.config.name)
             rows = self._prepare(data, operation, schema)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import threading
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -21,32 +19,23 @@ from timeline.format.instant import (
     State,
     parse_instant_file,
 )
+from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
 
 ARCHIVED_FOLDER = "archived"
 CACHED_INSTANT_BYTES = 16 << 20
-_READS: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
-_READS_LOCK = threading.Lock()
-_read_bytes = 0
+_READS: LruCache[tuple[str, int, int], bytes] = LruCache(max_bytes=CACHED_INSTANT_BYTES, size=lambda _, data: len(data))
 
 
 def _cached_read(storage: Storage, path: str, listed: tuple[int, int]) -> bytes:
     """Immutable timeline files, keyed by path and the size and time the listing gave: a commit reads the
     same completed instants at begin, in its view and at commit, a request each on S3."""
     key = (storage.full(path), *listed)
-    with _READS_LOCK:
-        found = _READS.get(key)
-        if found is not None:
-            _READS.move_to_end(key)
-            return found
+    found = _READS.get(key)
+    if found is not None:
+        return found
     data = storage.read_bytes(path)
-    global _read_bytes
-    with _READS_LOCK:
-        if key not in _READS:
-            _READS[key] = data
-            _read_bytes += len(data)
-        while _read_bytes > CACHED_INSTANT_BYTES and len(_READS) > 1:
-            _read_bytes -= len(_READS.popitem(last=False)[1])
+    _READS.put(key, data)
     return data
 
 

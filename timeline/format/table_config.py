@@ -24,6 +24,7 @@ METADATA_INDEXES = "tandem.metadata.indexes"
 # hoodie.metadata.enable=true that finds it empty rebuilds `.hoodie/metadata` in Hudi's format and sets it;
 # Tandem's MDT must never sit under it, or Java readers and writers open Tandem's parquet as HFile and fail.
 JAVA_METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+CREATE_SCHEMA = "hoodie.table.create.schema"
 JAVA_METADATA_PARTITIONS_INFLIGHT = "hoodie.table.metadata.partitions.inflight"
 
 SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"

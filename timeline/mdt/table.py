@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
 import warnings
-from collections import OrderedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,11 +12,12 @@ import pyarrow.parquet as pq
 
 from timeline.crash_points import crash_point, register
 from timeline.errors import ConflictError, FencedError, RefusedDeleteWarning, TandemError
-from timeline.format import avro_metadata, outcome, properties
+from timeline.format import action_metadata, avro_metadata, outcome, properties
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.instant import CLOCK, DELTA_COMMIT, ROLLBACK, Instant, State
 from timeline.io import read_once
+from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
 from timeline.mdt import indexes, layout
 from timeline.mdt.log import (
@@ -54,18 +53,15 @@ BASE_ROW_GROUP = 1024
 
 
 CACHED_BASE_BYTES = 64 << 20
-_BASE_CACHE: OrderedDict[tuple[str, str, int], pa.Table] = OrderedDict()
 _BASE_CACHE_ENTRIES = 6  # a table's `files` base and its two index bases, for two tables
-_BASE_CACHE_LOCK = threading.Lock()
+_BASE_CACHE: LruCache[tuple[str, str, int], pa.Table] = LruCache(_BASE_CACHE_ENTRIES)
 
 
 def _cached_base(storage: Storage, path: str, size: int) -> pa.Table:
     key = (storage.base_uri, path, size)
-    with _BASE_CACHE_LOCK:
-        found = _BASE_CACHE.get(key)
-        if found is not None:
-            _BASE_CACHE.move_to_end(key)
-            return found
+    found = _BASE_CACHE.get(key)
+    if found is not None:
+        return found
     # A whole file through `ParquetFile`: `pq.read_table` would import pyarrow.dataset (and pandas), a
     # third of a short command's start-up.
     if storage.is_s3:  # the size is known: one GetObject, not a HEAD and ranged reads
@@ -73,21 +69,12 @@ def _cached_base(storage: Storage, path: str, size: int) -> pa.Table:
     else:
         with storage.open_input(path) as handle:
             table = pq.ParquetFile(handle).read()
-    _remember(_BASE_CACHE, key, table, _BASE_CACHE_ENTRIES)
+    _BASE_CACHE.put(key, table)
     return table
 
 
-def _remember(cache: OrderedDict, key: tuple, value: object, entries: int) -> None:
-    """Keep `value` in one of the base-file caches, dropping the oldest entries past `entries`."""
-    with _BASE_CACHE_LOCK:
-        cache[key] = value
-        while len(cache) > entries:
-            cache.popitem(last=False)
-
-
-_ROW_GROUPS: OrderedDict[tuple[str, str, int, int], pa.Table] = OrderedDict()
-_ROW_GROUP_ENTRIES = 64
-_FOOTERS: OrderedDict[tuple[str, str, int], pq.FileMetaData] = OrderedDict()
+_ROW_GROUPS: LruCache[tuple[str, str, int, int], pa.Table] = LruCache(64)
+_FOOTERS: LruCache[tuple[str, str, int], pq.FileMetaData] = LruCache(_BASE_CACHE_ENTRIES)
 
 
 def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.Table:
@@ -95,12 +82,11 @@ def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.
     key statistics can hold one (a base file is sorted by key), each read once per process. The first
     lookup after a compaction then reads a row group, not the whole new base file."""
     key = (storage.base_uri, path, size)
-    with _BASE_CACHE_LOCK:
-        footer = _FOOTERS.get(key)
+    footer = _FOOTERS.get(key)
     with storage.open_input(path) as handle:
         parquet = pq.ParquetFile(handle, metadata=footer)
         footer = parquet.metadata
-        _remember(_FOOTERS, key, footer, _BASE_CACHE_ENTRIES)
+        _FOOTERS.put(key, footer)
         column = next((i for i in range(footer.num_columns) if footer.schema.column(i).path == "key"), None)
         wanted = pa.array(keys, pa.string())
         parts = []
@@ -108,17 +94,15 @@ def _cached_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.
             stats = footer.row_group(group).column(column).statistics if column is not None else None
             if stats is not None and stats.has_min_max and not any(stats.min <= k <= stats.max for k in keys):
                 continue
-            with _BASE_CACHE_LOCK:
-                rows = _ROW_GROUPS.get((*key, group))
+            rows = _ROW_GROUPS.get((*key, group))
             if rows is None:
                 rows = parquet.read_row_group(group, use_threads=False)  # a small group: a pool hand-off adds tail
-                _remember(_ROW_GROUPS, (*key, group), rows, _ROW_GROUP_ENTRIES)
+                _ROW_GROUPS.put((*key, group), rows)
             parts.append(_of_keys(rows, wanted))
     return pa.concat_tables(parts) if parts else BASE_SCHEMA.empty_table()
 
 
-_KEYED_ROWS: OrderedDict[tuple[str, str, int, tuple[str, ...]], pa.Table] = OrderedDict()
-_KEYED_ROWS_ENTRIES = 64
+_KEYED_ROWS: LruCache[tuple[str, str, int, tuple[str, ...]], pa.Table] = LruCache(64)
 _KEYED_ROWS_BYTES = 256 << 10  # rows of a few partitions (with what is derived from them, about 2.6x that)
 
 
@@ -127,17 +111,15 @@ def _keyed_rows(storage: Storage, path: str, size: int, keys: list[str]) -> pa.T
     a long-lived reader asking again for a partition then reuses what was derived from its rows
     (`reader.derived`) instead of filtering and flattening them anew."""
     key = (storage.base_uri, path, size, tuple(keys))
-    with _BASE_CACHE_LOCK:
-        found = _KEYED_ROWS.get(key)
-        if found is not None:
-            _KEYED_ROWS.move_to_end(key)
-            return found
+    found = _KEYED_ROWS.get(key)
+    if found is not None:
+        return found
     if not storage.is_s3 and not _holds_whole(storage, path, size):
         rows = _cached_rows(storage, path, size, keys)
     else:
         rows = _of_keys(_cached_base(storage, path, size), pa.array(keys, pa.string()))
     if rows.nbytes <= _KEYED_ROWS_BYTES:
-        _remember(_KEYED_ROWS, key, rows, _KEYED_ROWS_ENTRIES)
+        _KEYED_ROWS.put(key, rows)
     return rows
 
 
@@ -146,15 +128,14 @@ def _of_keys(rows: pa.Table, keys: pa.Array) -> pa.Table:
 
 
 def _holds_whole(storage: Storage, path: str, size: int) -> bool:
-    with _BASE_CACHE_LOCK:
-        return (storage.base_uri, path, size) in _BASE_CACHE
+    return (storage.base_uri, path, size) in _BASE_CACHE
 
 
 CACHED_LOG_BYTES = 32 << 20
-_LOG_CACHE: OrderedDict[tuple[str, str, int, int], DecodedLog] = OrderedDict()
+_LOG_CACHE: LruCache[tuple[str, str, int, int], DecodedLog] = LruCache(
+    max_bytes=CACHED_LOG_BYTES, size=lambda k, _: k[2]
+)
 _LISTED_LOGS: dict[str, dict[str, tuple[int, int]]] = {}  # MDT uri -> log path -> (size, mtime) last listed
-_LOG_CACHE_LOCK = threading.Lock()
-_log_bytes = 0
 
 
 def _remember_listing(storage: Storage, slices: dict[str, layout.Slice]) -> None:
@@ -177,19 +158,11 @@ def _cached_log(storage: Storage, path: str) -> DecodedLog:
     if listed is None or not listed[1]:
         return decode_log(storage.read_bytes(path), storage.uri(path))
     key = (storage.base_uri, path, *listed)
-    with _LOG_CACHE_LOCK:
-        found = _LOG_CACHE.get(key)
-        if found is not None:
-            _LOG_CACHE.move_to_end(key)
-            return found
+    found = _LOG_CACHE.get(key)
+    if found is not None:
+        return found
     decoded = decode_log(storage.read_bytes(path), storage.uri(path))
-    global _log_bytes
-    with _LOG_CACHE_LOCK:
-        if key not in _LOG_CACHE:
-            _LOG_CACHE[key] = decoded
-            _log_bytes += key[2]
-        while _log_bytes > CACHED_LOG_BYTES and len(_LOG_CACHE) > 1:
-            _log_bytes -= _LOG_CACHE.popitem(last=False)[0][2]
+    _LOG_CACHE.put(key, decoded)
     return decoded
 
 
@@ -413,8 +386,7 @@ class MetadataTable:
             return False
         if not outcome.claim(self.data_storage, time, outcome.ROLLBACK).is_rollback:
             return False
-        info = {"commitTime": time, "action": target.action}
-        plan = {"instantToRollback": info, "RollbackRequests": [], "version": 1}
+        plan = action_metadata.rollback_plan(time, target.action, {})
         record = Instant(self.next_instant(data_timeline), ROLLBACK, State.REQUESTED)
         timeline.create_requested(record, avro_metadata.encode("HoodieRollbackPlan", plan))
         self._undo(timeline, record.time, time, target.action)
@@ -447,15 +419,7 @@ class MetadataTable:
         crash_point(ROLLBACK_INSTANT)
 
     def _complete_rollback(self, timeline: ActiveTimeline, record: Instant, time: str, action: str) -> None:
-        done = {
-            "startRollbackTime": record.time,
-            "timeTakenInMillis": 0,
-            "totalFilesDeleted": 0,
-            "commitsRollback": [time],
-            "partitionMetadata": {},
-            "version": 1,
-            "instantsRollback": [{"commitTime": time, "action": action}],
-        }
+        done = action_metadata.rollback_metadata(record.time, 0, {"commitTime": time, "action": action}, {})
         timeline.complete(record, avro_metadata.encode("HoodieRollbackMetadata", done))
 
 

@@ -12,14 +12,13 @@ import pyarrow.parquet as pq
 from timeline.errors import BadInputError
 from timeline.format.file_names import BaseFile
 from timeline.format.fs_view import FileSystemView
+from timeline.format.meta_fields import COMMIT_TIME, META_COLUMNS
 from timeline.format.schema_evolution import conform, union
 from timeline.io.storage import Storage
-from timeline.table import META_COLUMNS, Table
+from timeline.table import Table
 
 if TYPE_CHECKING:
     from timeline.query.scan import ScanPlan
-
-COMMIT_TIME = "_hoodie_commit_time"
 
 
 WHOLE_OBJECT_BYTES = 32 * 1024 * 1024  # on S3, a known-size file up to this is read by one GetObject

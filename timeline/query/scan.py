@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from timeline import table_schema
 from timeline.errors import BadInputError, CorruptInstantError, TandemError
 from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.file_names import BaseFile, parse_base_file, split_path
+from timeline.format.file_names import BaseFile
 from timeline.format.instant import CLEAN, WRITE_ACTIONS, query_instant
 from timeline.format.partition_path import canonical_all
 from timeline.index.column_stats import ColumnRange
@@ -39,12 +39,8 @@ from timeline.query.skipping import may_match, prune_partitions
 from timeline.table import ListingSource, Table
 
 LOG = logging.getLogger(__name__)
-COMMIT_TIME = "_hoodie_commit_time"
 URL_ENCODE = "hoodie.datasource.write.partitionpath.urlencode"
-SCHEMA_WRITES = 8  # newest completed writes whose files give the schema before the listing is asked
 # (table, completed write) -> the schema of its files: a completed instant's files never change
-_SCHEMA_OF_WRITE: dict[tuple[str, str], pa.Schema] = {}
-SCHEMA_CACHE_ENTRIES = 256
 
 
 @dataclass(frozen=True)
@@ -224,43 +220,17 @@ class _Lister:
         return self._storage_files
 
     def schema(self) -> pa.Schema | None:
-        """The schema of the newest write's files: schema evolution only adds or widens columns, so it is
-        the widest. From the files the newest completed writes name; the newest listed file otherwise."""
-        timeline = self.found.timeline
-        writes = [i for i in timeline.completed_writes() if self.end is None or i.time <= self.end]
-        for instant in reversed(writes[-SCHEMA_WRITES:]):
-            known = _SCHEMA_OF_WRITE.get((self.table.uri, instant.time))
-            if known is not None:
-                return known
-            metadata = timeline.commit_metadata_if_sound(instant)
-            for stat in metadata.write_stats() if metadata is not None else []:
-                base = _base_file_of(stat.path)
-                if base is None or base.instant != instant.time:
-                    continue
-                try:
-                    with self.table.storage.open_input(base.path) as handle:
-                        schema = pq.read_schema(handle)
-                except FileNotFoundError:
-                    continue  # replaced and cleaned since
-                if len(_SCHEMA_OF_WRITE) >= SCHEMA_CACHE_ENTRIES:
-                    _SCHEMA_OF_WRITE.clear()
-                _SCHEMA_OF_WRITE[(self.table.uri, instant.time)] = schema
-                return schema
+        """The stored schema of the newest write's files (`table_schema.stored`); the newest listed file's
+        otherwise."""
+        schema = table_schema.stored(self.table, self.found.timeline, self.end)
+        if schema is not None:
+            return schema
         files = self.files(None)
         if not files.num_rows:
             return None
         newest = pc.index(files.column("instant"), pc.max(files.column("instant"))).as_py()
         partition, name = files.column("partition")[newest].as_py(), files.column("file")[newest].as_py()
-        with self.table.storage.open_input(f"{partition}/{name}" if partition else name) as handle:
-            return pq.read_schema(handle)
-
-
-def _base_file_of(path: str | None) -> BaseFile | None:
-    """The base file a commit's write stat names; None for anything else (a damaged stat is not used)."""
-    try:
-        return parse_base_file(*split_path(path)) if path else None
-    except BadInputError:
-        return None
+        return table_schema.of_file(self.table, f"{partition}/{name}" if partition else name)
 
 
 def files_table(files: list[BaseFile]) -> pa.Table:

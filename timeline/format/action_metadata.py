@@ -1,0 +1,107 @@
+"""The plans and metadata of clean and rollback instants, as Hudi's Avro records: one builder for each, used by
+the data table and the metadata table alike, so the two cannot drift from each other or from Hudi."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+CLEAN_PLAN_VERSION = 2
+ROLLBACK_VERSION = 1
+
+
+def _name(path: str) -> str:
+    return path.rpartition("/")[2]
+
+
+def clean_plan(policy: str, earliest: Mapping[str, str] | None, paths: Mapping[str, Sequence[str]]) -> dict:
+    """`HoodieCleanerPlan`: the paths to delete per partition, and the earliest instant retained
+    (`{"timestamp", "action"}`, completed) when the policy has one."""
+    return {
+        "earliestInstantToRetain": {**earliest, "state": "COMPLETED"} if earliest else None,
+        "policy": policy,
+        "filesToBeDeletedPerPartition": None,
+        "version": CLEAN_PLAN_VERSION,
+        "filePathsToBeDeletedPerPartition": {
+            partition: [{"filePath": path, "isBootstrapBaseFile": False} for path in files]
+            for partition, files in paths.items()
+        },
+        "partitionsToBeDeleted": None,
+    }
+
+
+def clean_metadata(
+    policy: str,
+    started: str,
+    millis: int,
+    earliest: str,
+    last_completed: str,
+    deleted: Mapping[str, Sequence[str]],
+) -> dict:
+    """`HoodieCleanMetadata` of clean `started`: the paths deleted per partition, recorded by file name as Hudi
+    records them."""
+    return {
+        "policy": policy,
+        "startCleanTime": started,
+        "timeTakenInMillis": millis,
+        "totalFilesDeleted": sum(len(files) for files in deleted.values()),
+        "earliestCommitToRetain": earliest,
+        "lastCompletedCommitTimestamp": last_completed,
+        "partitionMetadata": {
+            partition: {
+                "partitionPath": partition,
+                "policy": policy,
+                "deletePathPatterns": [_name(path) for path in files],
+                "successDeleteFiles": [_name(path) for path in files],
+                "failedDeleteFiles": [],
+                "isPartitionDeleted": None,
+            }
+            for partition, files in deleted.items()
+        },
+        "version": CLEAN_PLAN_VERSION,
+        "bootstrapPartitionMetadata": None,
+    }
+
+
+def rollback_plan(time: str, action: str, paths: Mapping[str, Sequence[str]]) -> dict:
+    """`HoodieRollbackPlan` of instant `time` (`action`): the files it wrote, per partition."""
+    return {
+        "instantToRollback": {"commitTime": time, "action": action},
+        "RollbackRequests": [
+            {
+                "partitionPath": partition,
+                "fileId": None,
+                "latestBaseInstant": time,
+                "filesToBeDeleted": list(files),
+                "logBlocksToBeDeleted": None,
+            }
+            for partition, files in paths.items()
+        ],
+        "version": ROLLBACK_VERSION,
+    }
+
+
+def rollback_metadata(
+    started: str, millis: int, target: Mapping[str, str], deleted: Mapping[str, Sequence[str]]
+) -> dict:
+    """`HoodieRollbackMetadata` of rollback `started` undoing `target` (`{"commitTime", "action"}`): the files
+    deleted per partition."""
+    return {
+        "startRollbackTime": started,
+        "timeTakenInMillis": millis,
+        "totalFilesDeleted": sum(len(files) for files in deleted.values()),
+        "commitsRollback": [target["commitTime"]],
+        "partitionMetadata": {
+            partition: {
+                "partitionPath": partition,
+                "successDeleteFiles": list(files),
+                "failedDeleteFiles": [],
+                "rollbackLogFiles": None,
+                "writtenLogFiles": None,
+            }
+            for partition, files in deleted.items()
+        },
+        "version": ROLLBACK_VERSION,
+        "instantsRollback": [dict(target)],
+    }
