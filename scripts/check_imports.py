@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCTION = ("timeline", "coordinator", "locks")
+PRODUCTION = ("timeline", "coordinator", "locks", "tandem")
 CHECKED = (*PRODUCTION, "chaos")  # the packages whose import graph must have no cycle
 ABOVE_PRODUCTION = ("chaos", "tests", "bench")
 # The layers, bottom first: a package imports only its own layer and those below it (the format and the read side,
-# the lock providers on storage, the write side, the fault injection that attacks all three).
-LAYERS = ("timeline", "locks", "coordinator", "chaos")
+# the lock providers on storage, the write side, the library's public face, the fault injection that attacks them all).
+LAYERS = ("timeline", "locks", "coordinator", "tandem", "chaos")
 
 
 def module_name(path: Path) -> str:

@@ -294,3 +294,16 @@ def test_keys_computed_by_spark_match_the_local_writer_and_null_keys_are_bad_inp
             "upsert",
         )
     assert table.timeline().pending() == []
+
+
+def test_the_public_face_writes_a_dataframe_by_the_executors_and_reads_one_back(spark, tmp_path: Path) -> None:
+    import tandem
+
+    table = tandem.create_table(str(tmp_path / "t"), "trips", record_key=["id"], partition_by=["city"])
+    written = tandem.write(table, spark.createDataFrame(_rows(list(range(20)), 1)), "insert")
+    assert written.files_written and written.rows_in == 20
+    tandem.write(table, pa.Table.from_pylist(_rows([1, 2], 2)), "upsert")
+    df = tandem.read_dataframe(spark, table.uri, where="v > 1")
+    assert sorted(r["id"] for r in df.collect()) == [1, 2]
+    old = tandem.read_dataframe(spark, table.uri, as_of=written.instant)
+    assert old.count() == 20 and {r["v"] for r in old.collect()} == {1.0}
