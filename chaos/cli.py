@@ -132,17 +132,17 @@ def run(
     broken: str | None,
 ) -> None:
     """Explore every crash state of the single-writer scenarios and run the schedules; exit 1 on any violation."""
-    from chaos import schedules
     from chaos.enumerator import CrashState
+    from chaos.lost_lock import POINTS, PROVIDERS, VARIANTS, plan
     from chaos.scenarios import SCENARIOS
 
     names = _scenario_names(scenario, list(SCENARIOS))
     if on_s3 and not set(names) <= set(SCENARIOS):
         raise click.BadParameter(f"--s3 runs the crash-state scenarios only, not {', '.join(SCHEDULE_SCENARIOS)}")
-    lost_lock = schedules.plan(
-        _csv(providers, schedules.PROVIDERS, "provider"),
-        _csv(points, schedules.POINTS, "point"),
-        _csv(variants, schedules.VARIANTS, "variant"),
+    lost_lock = plan(
+        _csv(providers, PROVIDERS, "provider"),
+        _csv(points, POINTS, "point"),
+        _csv(variants, VARIANTS, "variant"),
     )
     for label in states:
         try:
@@ -238,7 +238,7 @@ def _lost_lock(planned: list, progress, jobs: int, no_hudi: bool) -> list:
     """Every planned lost-lock schedule, against lock servers started for the run."""
     import tempfile
 
-    from chaos.schedules import lock_services, run_schedules
+    from chaos.lost_lock import lock_services, run_schedules
 
     task = progress.add_task("lost-lock", total=len(planned))
     providers = sorted({s.provider for s in planned})
@@ -251,7 +251,7 @@ def _lost_lock(planned: list, progress, jobs: int, no_hudi: bool) -> list:
 
 def _mdt_corruption(progress, jobs: int, no_hudi: bool) -> list:
     """Each MDT corruption on a copy of one template table."""
-    from chaos.schedules import CORRUPTIONS, run_corruptions
+    from chaos.mdt_corruption import CORRUPTIONS, run_corruptions
 
     task = progress.add_task("mdt-corruption", total=len(CORRUPTIONS))
     return run_corruptions(

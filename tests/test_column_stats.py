@@ -19,18 +19,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from timeline.index import column_ranges
 from timeline.index import column_stats as cs
+from timeline.index.column_ranges import STRING_PREFIX, ranges_of_parquet, ranges_of_table
 from timeline.index.column_stats import (
     COLUMN_STATS_ARROW_SCHEMA,
     COLUMN_STATS_SCHEMA,
-    STRING_PREFIX,
     ColumnRange,
     decode_value,
     encode_value,
     file_tombstone,
     indexable_columns,
-    ranges_of_parquet,
-    ranges_of_table,
     stats_key,
 )
 
@@ -292,7 +291,7 @@ def test_ranges_of_parquet_bound_every_value(table, data):
     assert [r.column for r in ranges] == columns
     written = pf.read()  # the file's own types: parquet keeps seconds as milliseconds
     from_memory = {r.column: r for r in ranges_of_table(written, columns)}
-    meta, leaves = pf.metadata, cs._leaf_indexes(pf)
+    meta, leaves = pf.metadata, column_ranges._leaf_indexes(pf)
     for r in ranges:
         _check_range(r, written)
         chunks = [meta.row_group(g).column(leaves[r.column]) for g in range(meta.num_row_groups)]
@@ -553,15 +552,15 @@ def test_footers_of_other_writers(created_by, decimals_from_footer):
     assert pf.schema.column(2).physical_type == "FIXED_LEN_BYTE_ARRAY"
     assert pf.schema.column(3).physical_type == "INT32"
     other = _Written(pf, created_by)
-    s = cs._footer_range(other, "s", pa.string(), 0)
+    s = column_ranges._footer_range(other, "s", pa.string(), 0)
     assert (s.min, s.max, s.min_exact, s.max_exact) == ("abc", "abd", False, False)
-    i = cs._footer_range(other, "i", pa.int64(), 1)
+    i = column_ranges._footer_range(other, "i", pa.int64(), 1)
     assert (i.min, i.max, i.min_exact, i.max_exact) == (1, 2, True, True)
-    d = cs._footer_range(other, "d", pa.decimal128(20, 2), 2)
+    d = column_ranges._footer_range(other, "d", pa.decimal128(20, 2), 2)
     assert (d is not None) == decimals_from_footer
     if d is not None:
         assert (d.min, d.max, d.min_exact, d.max_exact) == (Decimal("-1.50"), Decimal("2.25"), True, True)
-    d_int = cs._footer_range(other, "d_int", pa.decimal128(9, 2), 3)
+    d_int = column_ranges._footer_range(other, "d_int", pa.decimal128(9, 2), 3)
     assert (d_int.min, d_int.max) == (Decimal("-1.50"), Decimal("2.25"))
 
 

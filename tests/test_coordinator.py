@@ -367,5 +367,7 @@ def test_a_worker_run_that_finds_its_step_done_by_another_process_is_skipped(tab
     assert "skipped: instant 20261122161417951.clean is already completed" in lines[0]
     assert "nothing to clean" in lines[1]
     monkeypatch.setattr(worker, "clean", lambda *_: (_ for _ in ()).throw(BadInputError("not a table")))
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     with pytest.raises(BadInputError):
         worker.run_worker(table, "clean", CoordinatorConfig(), 0, 1, lines.append)
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # the caller's, back

@@ -1,6 +1,7 @@
 """The planner's bulk paths against the one-by-one code they replace: each must give exactly its answers.
 
-- `latest_files` (Arrow kernels) against `FileSystemView` (one `BaseFile` at a time);
+- `latest_files` (Arrow kernels), and `FileSystemView` built on it, against a model that takes one `BaseFile`
+  at a time;
 - block pruning of sorted partitions against evaluating every partition's candidates alone;
 - vectorized `partition_candidates` against the one-by-one candidates;
 - `canonical_all` against `canonical`.
@@ -21,12 +22,13 @@ from hypothesis import strategies as st
 from timeline.errors import BadInputError
 from timeline.format import partition_path
 from timeline.format.file_names import BaseFile, parse_base_file
-from timeline.format.fs_view import FileSystemView
+from timeline.format.fs_view import FileSystemView, files_table, latest_files
 from timeline.format.keys import DEFAULT_PARTITION
 from timeline.query import partition_filter
+from timeline.query.column_facts import facts_of_value
+from timeline.query.partition_pruning import prune_partitions
 from timeline.query.predicate import And, Between, Comparison, InList, IsNull, Not, Or
-from timeline.query.scan import files_table, latest_files
-from timeline.query.skipping import evaluate, facts_of_value, prune_partitions
+from timeline.query.skipping import evaluate
 
 INSTANTS = [f"2026010100000{i}" for i in range(10)]
 
@@ -64,8 +66,15 @@ def test_latest_files_are_the_file_system_views(files, as_of, replaced):
     listing = files_table(bases)
     planned = latest_files(listing, timeline, as_of)
     got = sorted(zip(planned.column("partition").to_pylist(), planned.column("file").to_pylist(), strict=True))
-    expected = sorted((b.partition, b.name) for b in FileSystemView(bases, timeline, as_of).latest_base_files())
-    assert got == expected
+    newest: dict[tuple[str, str], BaseFile] = {}  # the model: one file at a time
+    for base in bases:
+        group = (base.partition, base.file_id)
+        if (as_of is None or base.instant <= as_of) and group not in timeline.replaced_file_ids(as_of):
+            if group not in newest or base.instant > newest[group].instant:
+                newest[group] = base
+    assert got == sorted((b.partition, b.name) for b in newest.values())
+    view = FileSystemView(bases, timeline, as_of)
+    assert sorted((b.partition, b.name) for b in view.latest_base_files()) == got
 
 
 def test_a_crafted_partition_in_the_listing_is_a_corrupt_record():

@@ -1,4 +1,4 @@
-"""Deterministic schedules (chaos.schedules) on real `tandem` processes.
+"""Deterministic schedules (chaos.lost_lock, chaos.mdt_corruption) on real `tandem` processes.
 
 Lost lock: process A is frozen at a crash point inside a locked section until
 its lease or session expires (or an operator force-releases its lock); writer B
@@ -26,8 +26,7 @@ import pyarrow as pa
 import pytest
 
 from chaos.checker import Write, check_history
-from chaos.schedules import (
-    CORRUPTIONS,
+from chaos.lost_lock import (
     POINTS,
     REPRESENTATIVE_POINTS,
     Endpoints,
@@ -36,6 +35,7 @@ from chaos.schedules import (
     plan,
     run_schedules,
 )
+from chaos.mdt_corruption import CORRUPTIONS
 from coordinator.config import CoordinatorConfig
 from coordinator.write.writer import LocalWriter
 from timeline.table import Table

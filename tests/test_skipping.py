@@ -3,7 +3,7 @@
 Random rows of every supported type (nulls, NaN, -0.0, infinities, edge integers,
 long and unicode strings, decimals, dates, timestamps with and without a zone)
 are split into random files, and each file's statistics computed exactly
-(`column_stats.ranges_of_table`). Some columns are read as a wider table type
+(`column_ranges.ranges_of_table`). Some columns are read as a wider table type
 (schema evolution's promotions). Random predicate trees are rendered to SQL
 (`predicate.to_sql`), must read back to the same tree in both dialects, and are
 evaluated by DuckDB on the rows in a random session time zone. Wherever DuckDB
@@ -31,8 +31,10 @@ from hypothesis import strategies as st
 
 from timeline.errors import BadInputError
 from timeline.format.keys import DEFAULT_PARTITION, partition_paths
-from timeline.index.column_stats import ColumnRange, ranges_of_table
+from timeline.index.column_ranges import ranges_of_table
+from timeline.index.column_stats import ColumnRange
 from timeline.query.partition_filter import typed_fields
+from timeline.query.partition_pruning import prune_partitions
 from timeline.query.predicate import (
     And,
     Between,
@@ -49,7 +51,7 @@ from timeline.query.predicate import (
     resolve,
     to_sql,
 )
-from timeline.query.skipping import may_match, prune_partitions
+from timeline.query.skipping import may_match
 
 duckdb = pytest.importorskip("duckdb")
 

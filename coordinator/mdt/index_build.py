@@ -32,7 +32,8 @@ from timeline.format.keys import record_keys
 from timeline.format.meta_fields import RECORD_KEY
 from timeline.format.table_config import TableConfig, read_config, record_metadata_indexes
 from timeline.index.bloom import BloomFilter
-from timeline.index.column_stats import ColumnRange, ranges_of_parquet
+from timeline.index.column_ranges import ranges_of_parquet
+from timeline.index.column_stats import ColumnRange
 from timeline.io.storage import Storage
 from timeline.mdt import indexes, layout
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS, DATA, PARTITION_ATTRIBUTE, LogBlock

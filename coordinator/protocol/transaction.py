@@ -7,12 +7,16 @@ commits on a clean exit and aborts on an exception:
 
     with Transaction(table, operation="UPSERT") as txn:
         txn.create_marker(path); write the file; txn.metadata.add(stat)
+
+A writer that knows more hands it over in one frozen `WriteOutcome` (`txn.commit(outcome)` inside the block);
+`begin()` returns a frozen `Begun`: what it read and decided under the lock, which the commit checks against.
 """
 
 from __future__ import annotations
 
 import logging
 import posixpath
+from dataclasses import dataclass
 
 from coordinator.config import CoordinatorConfig
 from coordinator.mdt import index_build
@@ -55,6 +59,34 @@ TOKEN_KEY = "tandem.lock.token"
 LOG = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Begun:
+    """What begin read and decided under the lock; the commit's conflict check is taken against it."""
+
+    instant: Instant  # T, inflight
+    token: int  # the lock's fencing token at begin
+    seen: frozenset[str]  # instants completed at begin
+    watched: frozenset[str]  # write instants pending at begin
+    timeline: ActiveTimeline  # the data timeline as begin left it (T inflight)
+
+    @property
+    def time(self) -> str:
+        return self.instant.time
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """What a writer hands to the commit, once, when its files are written."""
+
+    metadata: CommitMetadata  # the write stats (and schema) T completes with
+    # Partitions the writer saw listed; they never disappear, so the commit need not read the MDT to learn
+    # which of its partitions are new. None: ask the MDT.
+    known_partitions: frozenset[str] | None = None
+    # Every file was written by this process through `create_marker` (not by Spark's executors): the markers
+    # are then known without listing them.
+    marked_here: bool = False
+
+
 class Transaction:
     """Begin, record markers, then commit (or abort) one instant of `table`."""
 
@@ -73,18 +105,11 @@ class Transaction:
         self._own_lock = lock is None
         self.lock = lock or table_lock(table, self.config)
         self.instant: Instant | None = None
-        self.metadata = CommitMetadata(operation_type=operation)
-        self.seen: frozenset[str] = frozenset()
-        self.watched: frozenset[str] = frozenset()  # write instants pending at begin
-        self.begin_timeline: ActiveTimeline | None = None  # the data timeline as begin left it (T inflight)
+        self.metadata = CommitMetadata(operation_type=operation)  # the context-manager form's outcome
+        self.begun: Begun | None = None
         self.heartbeat: Heartbeat | None = None
-        # Partitions the writer already saw; they never disappear, so the commit
-        # need not read the MDT to learn which of its partitions are new.
-        self.known_partitions: set[str] | None = None
         self.undone = False  # set once T was removed from both tables (a lost conflict check)
-        # Set by a writer whose every file is written by this process through `create_marker` (not Spark's
-        # executors): the markers are then known without listing them.
-        self.markers_only_here = False
+        self._outcome: WriteOutcome | None = None  # handed over by commit()
         self._markers: dict[str, str] = {}  # data file -> its marker, as created here
 
     @property
@@ -94,7 +119,7 @@ class Transaction:
         return self.instant.time
 
     # begin -----------------------------------------------------------------------------
-    def begin(self) -> str:
+    def begin(self) -> Begun:
         """Under the lock: handle orphans, pick T above both timelines, requested, heartbeat, inflight."""
         try:
             return self._begin()
@@ -103,7 +128,7 @@ class Transaction:
             self.close()
             raise
 
-    def _begin(self) -> str:
+    def _begin(self) -> Begun:
         with held(self.lock) as token:
             with reuse_reads():  # each timeline and listing read once until something is written
                 timeline = roll_back_orphans(self.table, self.config).timeline
@@ -111,8 +136,8 @@ class Transaction:
                 self.table.config = self.table.check_writable(timeline)
                 self._apply_index_settings(timeline)
                 crash_point(BEGIN_LOCKED)
-                self.seen = timeline.completed_times()
-                self.watched = frozenset(i.time for i in timeline.pending() if i.action in WRITE_ACTIONS)
+                seen = timeline.completed_times()
+                watched = frozenset(i.time for i in timeline.pending() if i.action in WRITE_ACTIONS)
                 time = self.table.new_instant_time(timeline)
             instant = Instant(time, self.action, State.REQUESTED)
             self.lock.check()
@@ -120,13 +145,13 @@ class Transaction:
             crash_point(BEGIN_REQUESTED)
             self.heartbeat = Heartbeat.from_config(self.table.storage, time, self.config)
             self.heartbeat.start()
-            extra = {TOKEN_KEY: str(token), conflicts.WATCHED_KEY: conflicts.encode_watched(self.watched)}
+            extra = {TOKEN_KEY: str(token), conflicts.WATCHED_KEY: conflicts.encode_watched(watched)}
             inflight_doc = CommitMetadata(operation_type=self.operation, extra_metadata=extra)
             self.instant = timeline.transition_to_inflight(instant, inflight_doc.to_json_bytes())
             crash_point(BEGIN_INFLIGHT)
-            self.begin_timeline = timeline
+            self.begun = Begun(self.instant, token, seen, watched, timeline)
         self.table.storage.sync_dirs([timeline.meta_dir])  # T.requested, T.inflight; off the lock, once
-        return time
+        return self.begun
 
     def _build_metadata_table_if_missing(self, timeline: ActiveTimeline) -> None:
         """As Hudi's writer does with `hoodie.metadata.enable`: the MDT's log chain is the commit's fence.
@@ -169,14 +194,17 @@ class Transaction:
         self._markers[path] = markers.marker_path(self.time, path, kind)
         crash_point(WRITE_MARKER)
 
+    def _marked_here(self) -> bool:
+        return self._outcome is not None and self._outcome.marked_here
+
     def marked_files(self) -> list[str]:
-        if self.markers_only_here:
+        if self._marked_here():
             return sorted(self._markers)
         return markers.marked_files(self.table.storage, self.time)
 
     def _remove_markers(self) -> None:
         """The marker folder; on S3, when every marker was made here, one batched delete of them (no listing)."""
-        if self.markers_only_here and self.table.storage.is_s3:
+        if self._marked_here() and self.table.storage.is_s3:
             self.table.storage.discard_all(list(self._markers.values()))
         else:
             self.table.storage.delete_dir(markers.marker_dir(self.time))
@@ -197,15 +225,18 @@ class Transaction:
         if not self.heartbeat.is_alive() or is_expired(self.table.storage, self.time, expiry):
             raise FencedError(f"instant {self.time}: heartbeat expired (older than {expiry:g}s); aborting")
 
-    def commit(self, metadata: CommitMetadata | None = None) -> Instant:
+    def commit(self, written: WriteOutcome | None = None) -> Instant:
         """Under the lock: checks, conflict check, finalize, MDT first, then the decision and T completed.
 
-        The lock keeps writers apart; what makes the commit safe when it was lost
-        is storage: the MDT log version T claims orders it against every other
-        writer, the conflict check is repeated on a fresh read after that claim,
+        `written` is the writer's outcome (the context-manager form's `txn.metadata` if none). The lock keeps
+        writers apart; what makes the commit safe when it was lost is storage: the MDT log version T claims
+        orders it against every other writer, the conflict check is repeated on a fresh read after that claim,
         and the commit decision is claimed with create-if-absent before T.commit.
         """
-        metadata = metadata or self.metadata
+        if self._outcome is not None:
+            raise TandemError(f"instant {self.time} was already handed to commit")
+        self._outcome = written or WriteOutcome(self.metadata)
+        metadata = self._outcome.metadata
         try:
             with held(self.lock, self.time) as token:
                 with reuse_reads():  # one read of each timeline for the checks before the MDT claim
@@ -220,7 +251,7 @@ class Transaction:
                 crash_point(COMMIT_LOCKED)
                 self.finalize(metadata, timeline)
                 metadata.extra_metadata[TOKEN_KEY] = str(token)
-                metadata.extra_metadata[conflicts.WATCHED_KEY] = conflicts.encode_watched(self.watched)
+                metadata.extra_metadata[conflicts.WATCHED_KEY] = conflicts.encode_watched(self.begun.watched)
                 self.lock.check()
                 self.mirror_to_metadata(metadata, timeline)
                 crash_point(COMMIT_MIRRORED)
@@ -242,7 +273,8 @@ class Transaction:
         return done
 
     def _check_conflicts(self, timeline: ActiveTimeline, metadata: CommitMetadata) -> None:
-        conflicts.check(timeline, self.time, metadata, self.seen, self.table.metadata(), self.watched)
+        begun = self.begun
+        conflicts.check(timeline, self.time, metadata, begun.seen, self.table.metadata(), begun.watched)
 
     def _make_durable(self, metadata: CommitMetadata) -> None:
         """Flush, once each, the partition folders T's files went to, before the decision.
@@ -289,9 +321,9 @@ class Transaction:
         if mdt_timeline is None:
             return
         done = housekeeping(mdt, timeline, self.config.max_delta_commits, keep=self.time, mdt_timeline=mdt_timeline)
-        known = self.known_partitions
+        known = self._outcome.known_partitions if self._outcome is not None else None
         if known is None:
-            known = set(MetadataReader(mdt, timeline).all_partitions())
+            known = frozenset(MetadataReader(mdt, timeline).all_partitions())
         records = mdt_records.from_commit(metadata, known)
         index_records = mdt_indexes.from_write_stats(metadata.write_stats(), self.table.config.metadata_indexes)
         mdt.apply(self.time, records, done.mdt_timeline, metadata.touched_file_groups(), index_records)
@@ -308,10 +340,11 @@ class Transaction:
         if decided.is_commit:
             self.instant = outcome.complete(timeline, self.instant, decided.payload)
             return
-        # What this process wrote, too: a rollback by another process (this one was
-        # paused past its heartbeat) deletes the markers, then a file may still land.
-        written = {s.path for s in self.metadata.write_stats()}
-        for path in provenance.undoable(self.table.timeline(), self.time, set(self.marked_files()) | written):
+        # What this process marked and wrote, too: a rollback by another process (this one was paused past its
+        # heartbeat) deletes the markers, then a file may still land.
+        metadata = self._outcome.metadata if self._outcome is not None else self.metadata
+        ours = set(self._markers) | {s.path for s in metadata.write_stats()}
+        for path in provenance.undoable(self.table.timeline(), self.time, set(self.marked_files()) | ours):
             self.table.storage.discard(path)
         mdt = self.table.metadata()
         if mdt.exists():
@@ -363,6 +396,8 @@ class Transaction:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is None and self._outcome is not None:  # committed inside the block
+            return
         if exc_type is None:
             try:
                 self.commit()

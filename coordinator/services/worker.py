@@ -54,12 +54,30 @@ def run_worker(
     log: Callable[[str], None],
     stop: threading.Event | None = None,
 ) -> int:
-    """Run `kind` every `interval_s` until stopped or `max_runs` runs; returns the number of runs."""
-    once = {"clean": _clean_once, "compact": _compact_once}[kind]
+    """Run `kind` every `interval_s` until stopped (SIGTERM or SIGINT in the main thread, or `stop`) or
+    `max_runs` runs; returns the number of runs."""
     stop = stop or threading.Event()
+    previous = {}  # the caller's handlers, put back when the worker stops: a library call leaves none behind
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        return _run(table, kind, config, interval_s, max_runs, log, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(
+    table: Table,
+    kind: str,
+    config: CoordinatorConfig,
+    interval_s: float,
+    max_runs: int | None,
+    log: Callable[[str], None],
+    stop: threading.Event,
+) -> int:
+    once = {"clean": _clean_once, "compact": _compact_once}[kind]
     lock = table_lock(table, config)
     runs = 0
     try:

@@ -18,9 +18,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from coordinator.write.parquet_files import leaf_columns
 from timeline.errors import BadInputError
 from timeline.format.schema_evolution import canonical_schema, conform
+from timeline.index.parquet_leaves import leaf_columns
 
 TIMESTAMP_TYPE = "spark.sql.timestampType"
 

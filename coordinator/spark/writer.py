@@ -37,7 +37,7 @@ from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, String
 
 from coordinator.config import CoordinatorConfig
 from coordinator.protocol import markers
-from coordinator.protocol.transaction import WRITE_MARKER, Transaction
+from coordinator.protocol.transaction import WRITE_MARKER, Transaction, WriteOutcome
 from coordinator.write.bloom_index import bloom_candidates
 from coordinator.write.column_names import check_input_columns
 from coordinator.write.rows import KEY, PARTITION, key_typed, split_by, with_keys
@@ -49,7 +49,7 @@ from timeline.crash_points import crash_point
 from timeline.errors import BadInputError
 from timeline.format import keys, partition_path
 from timeline.format.avro_schema import arrow_to_avro
-from timeline.format.commit_metadata import WriteStat
+from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.file_names import BaseFile, write_token
 from timeline.format.fs_view import FileSystemView
 from timeline.format.instant import REPLACE_COMMIT
@@ -127,10 +127,12 @@ class SparkWriter:
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
             if on_begin is not None:
                 on_begin(txn.time)
-            view, existing = self.local.view_and_schema(operation, txn)
+            view, existing = self.local.view_and_schema(operation, txn.begun)
             self.local.require_key_columns(df.columns)
             schema = target_schema(arrow_schema(df.schema), existing, operation)
-            txn.metadata.schema = arrow_to_avro(schema, self.table.config.name)
+            metadata = CommitMetadata(
+                operation_type=operation.upper(), schema=arrow_to_avro(schema, self.table.config.name)
+            )
             plan = TaskPlan(self.table.uri, txn.time, operation, {}, self.options, schema)
             try:
                 if operation in ("upsert", "delete"):
@@ -142,7 +144,6 @@ class SparkWriter:
                 if bad is None:
                     raise
                 raise bad from err
-            metadata = txn.metadata
             if action == REPLACE_COMMIT:
                 partitions = sorted({s.partition_path for s in stats})
                 metadata.partition_to_replace_file_ids = {
@@ -150,6 +151,8 @@ class SparkWriter:
                 }
             for stat in sorted(stats, key=lambda s: s.path):
                 metadata.add(stat)
+            known = frozenset(view.partitions()) if view is not None else frozenset()
+            txn.commit(WriteOutcome(metadata, known))
         rows_in = sum(s.num_inserts + s.num_update_writes + s.num_deletes for s in stats)
         return WriteResult(txn.time, operation, metadata, rows_in)
 

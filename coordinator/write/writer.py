@@ -18,7 +18,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from coordinator.config import OPERATIONS, CoordinatorConfig
-from coordinator.protocol.transaction import WRITE_FILE, Transaction
+from coordinator.protocol.transaction import WRITE_FILE, Begun, Transaction, WriteOutcome
 from coordinator.write import file_groups, tagging
 from coordinator.write.base_reads import BaseFileReads
 from coordinator.write.column_names import check_input_columns
@@ -116,14 +116,12 @@ class LocalWriter:
         """The newest file's schema; gone means a concurrent writer and clean moved past this view."""
         return existing_schema(self.table, view)
 
-    def view_and_schema(self, operation: str, txn: Transaction) -> tuple[FileSystemView | None, pa.Schema | None]:
+    def view_and_schema(self, operation: str, begun: Begun) -> tuple[FileSystemView | None, pa.Schema | None]:
         """The view to plan against (inserts need none) and the table's schema before this write."""
-        known, existing = table_schema.recorded(self.table, txn.begin_timeline)
+        known, existing = table_schema.recorded(self.table, begun.timeline)
         if operation in ("insert", "bulk_insert") and known:
-            txn.known_partitions = set()  # re-listing a known partition is a harmless union
             return None, existing
         view = self.table.view()
-        txn.known_partitions = set(view.partitions())
         return view, existing if known else self.existing_schema(view)
 
     def dedupe(self, rows: pa.Table, by: list[str]) -> pa.Table:
@@ -242,22 +240,24 @@ class LocalWriter:
                 )
                 if on_begin is not None:
                     on_begin(txn.time)
-                view, existing = self.view_and_schema(operation, txn)
-            self._ensured = set(txn.known_partitions)  # listed by the view: created before any file in them
-            txn.markers_only_here = True  # every file of this write goes through txn.create_marker
+                view, existing = self.view_and_schema(operation, txn.begun)
+            # Partitions the view listed (none for an insert: re-listing a known partition is a harmless union);
+            # their metadata files were created before any file in them.
+            known = frozenset(view.partitions()) if view is not None else frozenset()
+            self._ensured = set(known)
             incoming = table_schema.without_meta(data.schema)
             schema = target_schema(incoming, existing, operation)
-            txn.metadata.schema = arrow_to_avro(schema, self.config.name)
+            metadata = CommitMetadata(operation_type=operation.upper(), schema=arrow_to_avro(schema, self.config.name))
             rows = self._prepare(data, operation, schema)
             if operation in ("upsert", "delete"):
                 rows = self.dedupe(rows, self.record_identity())
             writes, replaced = self._plan(operation, rows, view, schema)
-            metadata = txn.metadata
             metadata.partition_to_replace_file_ids = replaced if action == REPLACE_COMMIT else None
             self.ensure_partitions([w.partition for w in writes], txn.time)  # one flush of their parents
             files = range(len(writes))
             for stat in each(lambda task: self.write_file(txn, writes[task], task), files, self.io_threads):
                 metadata.add(stat)
+            txn.commit(WriteOutcome(metadata, known, marked_here=True))  # every file went through create_marker
         return WriteResult(txn.time, operation, metadata, data.num_rows)
 
 

@@ -1,4 +1,4 @@
-"""File groups and their latest slices, keeping only files of completed instants."""
+"""File groups and their latest base files, keeping only files of completed instants."""
 
 from __future__ import annotations
 
@@ -7,9 +7,15 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from timeline.errors import CorruptInstantError
 from timeline.format import partition_path
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.file_names import BaseFile, parse_base_file
+from timeline.format.partition_path import canonical_all
 from timeline.io.storage import FileEntry, Storage
 
 
@@ -19,12 +25,18 @@ class FileGroup:
     file_id: str
     base_files: list[BaseFile]
 
-    @property
-    def latest(self) -> BaseFile:
-        return max(self.base_files, key=lambda f: f.instant)
-
 
 LISTING_THREADS = 16
+
+FILES_SCHEMA = pa.schema(
+    [
+        ("partition", pa.string()),
+        ("file", pa.string()),
+        ("size", pa.int64()),
+        ("file_id", pa.string()),
+        ("instant", pa.string()),
+    ]
+)
 
 
 def list_table_files(storage: Storage) -> list[FileEntry]:
@@ -80,6 +92,7 @@ class FileSystemView:
             if (f.partition, f.file_id) not in replaced:
                 groups[(f.partition, f.file_id)].append(f)
         self.groups = {key: FileGroup(key[0], key[1], fs) for key, fs in groups.items()}
+        self._latest: list[BaseFile] | None = None
 
     def partitions(self) -> list[str]:
         return sorted({p for p, _ in self.groups})
@@ -87,8 +100,19 @@ class FileSystemView:
     def file_groups(self, partition: str | None = None) -> list[FileGroup]:
         return [g for (p, _), g in sorted(self.groups.items()) if partition is None or p == partition]
 
+    def latest_table(self) -> pa.Table:
+        """The latest base files as a FILES_SCHEMA table (what the scan planner works on)."""
+        return latest_files(files_table(self.committed), self.timeline, self.as_of)
+
     def latest_base_files(self, partition: str | None = None) -> list[BaseFile]:
-        return [g.latest for g in self.file_groups(partition)]
+        """The latest base file of each live file group, as `latest_files` chooses them (the one rule, for
+        listings from storage and from the metadata table alike), in group order."""
+        if self._latest is None:
+            chosen = self.latest_table()
+            names = set(zip(chosen.column("partition").to_pylist(), chosen.column("file").to_pylist(), strict=True))
+            by_group = {(f.partition, f.file_id): f for f in self.committed if (f.partition, f.name) in names}
+            self._latest = [by_group[key] for key in sorted(by_group)]
+        return [f for f in self._latest if partition is None or f.partition == partition]
 
     def all_base_files(self) -> list[BaseFile]:
         return [f for g in self.groups.values() for f in g.base_files]
@@ -96,3 +120,52 @@ class FileSystemView:
     def all_base_files_including_replaced(self) -> list[BaseFile]:
         """Every committed file, also of replaced file groups (what clean must see)."""
         return list(self.committed)
+
+
+def files_table(files: list[BaseFile]) -> pa.Table:
+    return pa.table(
+        {
+            "partition": [f.partition for f in files],
+            "file": [f.name for f in files],
+            "size": [f.size for f in files],
+            "file_id": [f.file_id for f in files],
+            "instant": [f.instant for f in files],
+        },
+        schema=FILES_SCHEMA,
+    )
+
+
+def latest_files(listing: pa.Table, timeline: ActiveTimeline, as_of: str | None) -> pa.Table:
+    """A listing of base files (FILES_SCHEMA) -> the latest base file of each live file group, as of `as_of`:
+    the one rule, in Arrow kernels, for the MDT's listings and for `FileSystemView`.
+
+    Partitions must be canonical (else the record is corrupt), files after `as_of` and replaced file groups
+    are dropped, and the newest instant of each group wins. The listing holds files of completed (or
+    archived) instants only.
+    """
+    files = listing.select(FILES_SCHEMA.names)
+    canonical_all(pc.unique(files.column("partition")), "metadata table listing", CorruptInstantError)
+    if as_of is not None:
+        files = files.filter(pc.less_equal(files.column("instant"), as_of))
+    replaced = timeline.replaced_file_ids(as_of)
+    if replaced:
+        groups = pc.binary_join_element_wise(files.column("partition"), files.column("file_id"), "\x00")
+        files = files.filter(pc.invert(pc.is_in(groups, pa.array(["\x00".join(k) for k in replaced], pa.string()))))
+    return files.filter(_newest_of_each_group(files))
+
+
+def _newest_of_each_group(files: pa.Table) -> pa.Array:
+    """The rows to keep: the newest instant of each (partition, file id) group. Most file ids occur once,
+    so only the rows of file ids that occur several times are compared one by one."""
+    codes = files.column("file_id").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    counts = np.bincount(codes) if len(codes) else np.zeros(0, dtype=np.int64)
+    keep = counts[codes] == 1
+    several = np.nonzero(~keep)[0]
+    newest: dict[tuple[str, str], tuple[str, int]] = {}
+    columns = [files.column(c).take(several).to_pylist() for c in ("partition", "file_id", "instant")]
+    for row, partition, file_id, instant in zip(several, *columns, strict=True):
+        group = (partition, file_id)
+        if group not in newest or instant > newest[group][0]:
+            newest[group] = (instant, row)
+    keep[[row for _, row in newest.values()]] = True
+    return pa.array(keep, pa.bool_())

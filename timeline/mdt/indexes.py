@@ -20,7 +20,8 @@ from timeline.format.commit_metadata import WriteStat
 from timeline.format.file_names import split_path
 from timeline.format.table_config import TableConfig
 from timeline.index.bloom import BLOOM_ARROW_SCHEMA, BLOOM_TYPE, BloomFilter, bloom_tombstone
-from timeline.index.column_stats import COLUMN_STATS_ARROW_SCHEMA, file_tombstone, indexable_columns, ranges_of_table
+from timeline.index.column_ranges import ranges_of_table
+from timeline.index.column_stats import COLUMN_STATS_ARROW_SCHEMA, file_tombstone, indexable_columns
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS, INDEX_PARTITIONS
 from timeline.mdt.records import NON_PARTITIONED
 

@@ -7,6 +7,8 @@ partitions. Merge: union of files, a tombstone removes, size = max.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from timeline.errors import CorruptInstantError
 from timeline.format import partition_path
 from timeline.format.commit_metadata import CommitMetadata
@@ -109,7 +111,7 @@ def _by_partition(paths_and_sizes: list[tuple[str, int]]) -> dict[str, dict[str,
     return out
 
 
-def from_commit(metadata: CommitMetadata, known_partitions: set[str]) -> list[dict]:
+def from_commit(metadata: CommitMetadata, known_partitions: AbstractSet[str]) -> list[dict]:
     """Files a commit or replacecommit added; partitions it created."""
     added = _by_partition([(s.path, s.file_size_in_bytes) for s in metadata.write_stats() if s.path])
     records = [file_list(p, files) for p, files in sorted(added.items())]

@@ -19,23 +19,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from timeline import table_schema
-from timeline.errors import BadInputError, CorruptInstantError, TandemError
+from timeline.errors import BadInputError, TandemError
 from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.file_names import BaseFile
+from timeline.format.fs_view import FILES_SCHEMA, latest_files
 from timeline.format.instant import CLEAN, WRITE_ACTIONS, query_instant
-from timeline.format.partition_path import canonical_all
 from timeline.index.column_stats import ColumnRange
 from timeline.mdt.log import COLUMN_STATS
 from timeline.mdt.reader import MetadataReader
 from timeline.mdt.table import MetadataTable
 from timeline.query.partition_filter import PARTITION_COLUMN, partition_candidates, typed_fields
+from timeline.query.partition_pruning import prune_partitions
 from timeline.query.predicate import Expr, columns_of, parse_sql, resolve
-from timeline.query.skipping import may_match, prune_partitions
+from timeline.query.skipping import may_match
 from timeline.table import ListingSource, Table
 
 LOG = logging.getLogger(__name__)
@@ -54,17 +53,6 @@ class Split:
     size: int
     partition_values: dict[str, Any]
     stats: dict[str, ColumnRange] | None = None
-
-
-FILES_SCHEMA = pa.schema(
-    [
-        ("partition", pa.string()),
-        ("file", pa.string()),
-        ("size", pa.int64()),
-        ("file_id", pa.string()),
-        ("instant", pa.string()),
-    ]
-)
 
 
 @dataclass
@@ -216,7 +204,7 @@ class _Lister:
     def _from_storage(self) -> pa.Table:
         if self._storage_files is None:
             view = self.table.storage_view(self.end, self.found.timeline, self.found.fallback_reason)
-            self._storage_files = files_table(view.latest_base_files())
+            self._storage_files = view.latest_table()
         return self._storage_files
 
     def schema(self) -> pa.Schema | None:
@@ -231,55 +219,6 @@ class _Lister:
         newest = pc.index(files.column("instant"), pc.max(files.column("instant"))).as_py()
         partition, name = files.column("partition")[newest].as_py(), files.column("file")[newest].as_py()
         return table_schema.of_file(self.table, f"{partition}/{name}" if partition else name)
-
-
-def files_table(files: list[BaseFile]) -> pa.Table:
-    return pa.table(
-        {
-            "partition": [f.partition for f in files],
-            "file": [f.name for f in files],
-            "size": [f.size for f in files],
-            "file_id": [f.file_id for f in files],
-            "instant": [f.instant for f in files],
-        },
-        schema=FILES_SCHEMA,
-    )
-
-
-def latest_files(listing: pa.Table, timeline: ActiveTimeline, as_of: str | None) -> pa.Table:
-    """The MDT's listing of base files -> the latest base file of each live file group, as of `as_of`.
-
-    What `FileSystemView` does file by file, in Arrow kernels: partitions must be
-    canonical (else the record is corrupt), files after `as_of` and replaced file groups
-    are dropped, and the newest instant of each group wins. The listing holds files of
-    completed (or archived) instants only.
-    """
-    files = listing.select(FILES_SCHEMA.names)
-    canonical_all(pc.unique(files.column("partition")), "metadata table listing", CorruptInstantError)
-    if as_of is not None:
-        files = files.filter(pc.less_equal(files.column("instant"), as_of))
-    replaced = timeline.replaced_file_ids(as_of)
-    if replaced:
-        groups = pc.binary_join_element_wise(files.column("partition"), files.column("file_id"), "\x00")
-        files = files.filter(pc.invert(pc.is_in(groups, pa.array(["\x00".join(k) for k in replaced], pa.string()))))
-    return files.filter(_newest_of_each_group(files))
-
-
-def _newest_of_each_group(files: pa.Table) -> pa.Array:
-    """The rows to keep: the newest instant of each (partition, file id) group. Most file ids occur once,
-    so only the rows of file ids that occur several times are compared one by one."""
-    codes = files.column("file_id").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
-    counts = np.bincount(codes) if len(codes) else np.zeros(0, dtype=np.int64)
-    keep = counts[codes] == 1
-    several = np.nonzero(~keep)[0]
-    newest: dict[tuple[str, str], tuple[str, int]] = {}
-    columns = [files.column(c).take(several).to_pylist() for c in ("partition", "file_id", "instant")]
-    for row, partition, file_id, instant in zip(several, *columns, strict=True):
-        group = (partition, file_id)
-        if group not in newest or instant > newest[group][0]:
-            newest[group] = (instant, row)
-    keep[[row for _, row in newest.values()]] = True
-    return pa.array(keep, pa.bool_())
 
 
 def _check_retained(timeline: ActiveTimeline, as_of: str) -> None:

@@ -1,4 +1,4 @@
-"""Data skipping: whether a file (or partition) with given column statistics may hold a row matching a filter.
+"""Data skipping: whether a file with given column statistics may hold a row matching a filter.
 
 Each predicate is evaluated three-valued over everything the statistics allow:
 (may some row make it TRUE, may some row make it FALSE). A row where it is NULL
@@ -9,7 +9,8 @@ an opaque part) answers "may" both ways. Comparisons follow Spark SQL and DuckDB
 where they agree: the literal is cast to the column's type (an inexact cast is
 widened to every value an engine might produce), NULL compares unknown, NaN equals
 NaN and sorts above +inf, -0.0 equals 0.0, and a timestamp literal read in the
-session time zone may be any instant within the zones' ±18 h.
+session time zone may be any instant within the zones' ±18 h. Partition pruning
+(`partition_pruning`) evaluates the same way, a partition's path values as a one-row file.
 """
 
 from __future__ import annotations
@@ -17,31 +18,16 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from timeline.index.column_stats import (
-    BINARY,
-    BOOL,
-    DATE,
-    DECIMAL,
-    FLOAT,
-    INT,
-    STRING,
-    TIMESTAMP,
-    ColumnRange,
-    arrow_type,
-    type_kind,
-)
-from timeline.query.partition_filter import PARTITION_COLUMN, partition_candidates
+from timeline.index.column_stats import BINARY, BOOL, DATE, DECIMAL, FLOAT, INT, STRING, TIMESTAMP, ColumnRange
+from timeline.query.column_facts import Facts, facts_of_range
 from timeline.query.predicate import (
     And,
     Between,
@@ -54,7 +40,6 @@ from timeline.query.predicate import (
     Not,
     Opaque,
     Or,
-    columns_of,
     parse_date,
     parse_timestamp,
 )
@@ -69,9 +54,6 @@ _NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}  # decimal digits of an int as the engines widen it to a decimal
 _INT_TEXT = re.compile(r"-?[0-9]{1,15}")  # exact also where an engine compares through a double
 MAX_DECIMAL_DIGITS = 38
-# Sorted partitions are evaluated a block at a time: a block that may match splits into PARTITION_FANOUT
-# blocks, down to PARTITION_ROWS evaluated one by one.
-PARTITION_BLOCK, PARTITION_FANOUT, PARTITION_ROWS = 512, 8, 8
 
 
 @functools.total_ordering
@@ -106,19 +88,6 @@ LOWEST, HIGHEST = _Lowest(), _Highest()
 _NAN_KEY = (1, 0)  # numbers are keyed (0, value): NaN sorts above +inf and equals itself
 
 
-@dataclass(frozen=True)
-class Facts:
-    """What statistics say about one column of a file, in the table's type for that column."""
-
-    kind: str  # column_stats kind of the table type
-    dtype: pa.DataType
-    low: Any  # bound of the non-null non-NaN values, None: unknown
-    high: Any
-    values: bool  # may hold a non-null non-NaN value
-    nan: bool  # may hold NaN
-    nulls: bool  # may hold NULL
-
-
 # ---------------------------------------------------------------- public
 
 
@@ -137,112 +106,6 @@ def may_match(expr: Expr, ranges: Mapping[str, ColumnRange], types: Mapping[str,
         return cache[column]
 
     return evaluate(expr, facts)[0]
-
-
-def prune_partitions(
-    expr: Expr,
-    partitions: Iterable[str],
-    fields: list[str],
-    types: Mapping[str, pa.DataType],
-    hive_style: bool,
-) -> list[str]:
-    """The partitions that may hold a row satisfying `expr` (names as resolved), in their given order.
-
-    `types`: the partition fields whose path values are exact (`partition_filter.typed_fields`).
-    Each partition's candidate values (`partition_filter.partition_candidates`) are
-    evaluated as a one-row file; a partition is kept when any candidate may match, and
-    one whose path is undecided unless no row at all can match (`x = NULL`). The full
-    filter is still applied to the rows.
-    """
-    source = partitions
-    partitions = list(partitions)
-    typed = {f: types[f] for f in fields if f in types}
-    unknown = evaluate(expr, lambda column: None)[0]  # what a partition whose values are unknown may hold
-    if not partitions or not columns_of(expr) & set(typed):
-        return partitions if unknown else []
-    mentioned = [f for f in fields if f in typed and f in columns_of(expr)]
-    table, undecided = _sorted_candidates(source, partitions, list(fields), typed, hive_style, mentioned)
-    kept = set(undecided) if unknown else set()
-    blocks = [table.slice(start, PARTITION_BLOCK) for start in range(0, table.num_rows, PARTITION_BLOCK)]
-    while blocks:
-        block = blocks.pop()
-        if block.num_rows > 1 and not evaluate(expr, _block_facts(block, typed, mentioned[0]).get)[0]:
-            continue
-        if block.num_rows > PARTITION_ROWS:
-            size = -(-block.num_rows // PARTITION_FANOUT)
-            blocks += [block.slice(start, size) for start in range(0, block.num_rows, size)]
-            continue
-        columns = [block.column(n).to_pylist() for n in block.column_names]
-        for partition, *values in zip(*columns, strict=True):
-            if partition not in kept:
-                given = {n: facts_of_value(v, typed[n]) for n, v in zip(mentioned, values, strict=True)}
-                if evaluate(expr, given.get)[0]:
-                    kept.add(partition)
-    return [p for p in partitions if p in kept]
-
-
-_CANDIDATES: OrderedDict[tuple, tuple[Iterable[str], pa.Table, list[str]]] = OrderedDict()
-CANDIDATE_CACHE_ENTRIES = 8
-
-
-def _sorted_candidates(
-    source: Iterable[str],
-    partitions: list[str],
-    fields: list[str],
-    typed: Mapping[str, pa.DataType],
-    hive_style: bool,
-    mentioned: list[str],
-) -> tuple[pa.Table, list[str]]:
-    """Each partition's typed candidate values of the `mentioned` fields, sorted by the first, and the
-    partitions whose paths are undecided. Kept per partition tuple (immutable, so its identity names its
-    content, and held here so the identity is not reused): a process plans every later query without
-    parsing 10,000 paths again."""
-    key = (id(source), tuple(fields), tuple((f, str(t)) for f, t in typed.items()), hive_style, tuple(mentioned))
-    found = _CANDIDATES.get(key) if isinstance(source, tuple) else None
-    if found is not None and found[0] is source:
-        _CANDIDATES.move_to_end(key)
-        return found[1], found[2]
-    table, undecided = partition_candidates(partitions, fields, dict(typed), hive_style)
-    table = table.select([PARTITION_COLUMN, *mentioned])
-    table = table.take(pc.sort_indices(table, [(mentioned[0], "ascending", "at_end")]))
-    if isinstance(source, tuple):
-        _CANDIDATES[key] = (source, table, undecided)
-        while len(_CANDIDATES) > CANDIDATE_CACHE_ENTRIES:
-            _CANDIDATES.popitem(last=False)
-    return table, undecided
-
-
-def _block_facts(block: pa.Table, typed: Mapping[str, pa.DataType], ordered: str) -> dict[str, Facts | None]:
-    """One fact per column over a block of partitions' values, as if the block were one file: a block no
-    row of which can match is pruned with one evaluation (its rows sorted, blocks are narrow).
-
-    Rows are sorted by column `ordered` (nulls last), in Arrow's order, which for every
-    type a path gives back exactly is the values' own: its bounds are its first and last value.
-    """
-    out: dict[str, Facts | None] = {}
-    for name in block.column_names[1:]:
-        dtype, column = typed[name], block.column(name)
-        kind = type_kind(dtype)
-        if kind is None:
-            out[name] = None
-            continue
-        count = len(column) - column.null_count
-        if name == ordered:
-            ends = [column[0].as_py(), column[count - 1].as_py()] if count else []
-        else:
-            ends = [v for v in column.to_pylist() if v is not None]
-        bounds = [_bound(v, kind, dtype) for v in ends]
-        known = None not in bounds and bool(bounds)
-        out[name] = Facts(
-            kind,
-            dtype,
-            min(bounds) if known else None,
-            max(bounds) if known else None,
-            values=count > 0,
-            nan=False,
-            nulls=count < len(column),
-        )
-    return out
 
 
 def evaluate(expr: Expr, facts: Callable[[str], Facts | None]) -> Outcome:
@@ -270,87 +133,6 @@ def evaluate(expr: Expr, facts: Callable[[str], Facts | None]) -> Outcome:
     if getattr(expr, "negated", False):
         return outcome[1], outcome[0]
     return outcome
-
-
-# ---------------------------------------------------------------- facts
-
-
-def facts_of_range(found: ColumnRange, dtype: pa.DataType) -> Facts | None:
-    """The facts of a file's range read as the table type `dtype`; None when the types do not allow it."""
-    kind = type_kind(dtype)
-    try:
-        file_type = arrow_type(found.type)
-    except ValueError:
-        return None
-    file_kind = type_kind(file_type)
-    if kind is None or file_kind is None or not _readable_as(file_type, file_kind, dtype, kind):
-        return None
-    low, high = _bound(found.min, file_kind, file_type), _bound(found.max, file_kind, file_type)
-    if file_kind == INT and kind == FLOAT:  # promoted: each value rounds to the float type, in order
-        low, high = (None if b is None else _round_float(b, dtype) for b in (low, high))
-    if low is not None and high is not None and high < low:
-        low = high = None
-    others = found.value_count - found.null_count - found.nan_count
-    return Facts(
-        kind=kind,
-        dtype=dtype,
-        low=low,
-        high=high,
-        values=others > 0 or low is not None or high is not None,
-        nan=found.nan_count > 0 and kind == FLOAT,
-        nulls=found.null_count > 0,
-    )
-
-
-def facts_of_value(value: Any, dtype: pa.DataType) -> Facts | None:
-    """The facts of a one-row file holding `value` (None: NULL) in a column of type `dtype`."""
-    kind = type_kind(dtype)
-    if kind is None:
-        return None
-    if value is None:
-        return Facts(kind, dtype, None, None, values=False, nan=False, nulls=True)
-    if kind == FLOAT and isinstance(value, float) and math.isnan(value):
-        return Facts(kind, dtype, None, None, values=False, nan=True, nulls=False)
-    bound = _bound(value, kind, dtype)
-    return Facts(kind, dtype, bound, bound, values=True, nan=False, nulls=False)
-
-
-def _readable_as(file_type: pa.DataType, file_kind: str, dtype: pa.DataType, kind: str) -> bool:
-    """Whether a file's values read as the table type keep their order and values (schema evolution's promotions)."""
-    if file_kind == INT and kind in (DECIMAL, FLOAT):
-        return True
-    if file_kind != kind:
-        return False
-    if kind == FLOAT:
-        return not (pa.types.is_float64(file_type) and pa.types.is_float32(dtype))
-    if kind == TIMESTAMP:
-        return (file_type.tz is None) == (dtype.tz is None)
-    return True
-
-
-def _bound(value: Any, kind: str, dtype: pa.DataType) -> Any:
-    """A statistic's value if it is of the kind's python type, else None (unknown)."""
-    if value is None:
-        return None
-    if kind == INT:
-        return value if type(value) is int else None
-    if kind == FLOAT:
-        return float(value) if type(value) in (int, float) and not math.isnan(value) else None
-    if kind == DECIMAL:
-        return value if (isinstance(value, Decimal) and value.is_finite()) or type(value) is int else None
-    if kind == TIMESTAMP:
-        if not isinstance(value, datetime) or (value.utcoffset() is not None) != (dtype.tz is not None):
-            return None
-        return value.astimezone(_UTC) if dtype.tz is not None else datetime.combine(value.date(), value.time())
-    expected = {BOOL: bool, STRING: str, BINARY: bytes, DATE: date}[kind]
-    return value if type(value) is expected else None
-
-
-def _round_float(value: Any, dtype: pa.DataType) -> float:
-    if pa.types.is_float32(dtype):
-        with np.errstate(all="ignore"):
-            return float(np.float32(float(value)))
-    return float(value)
 
 
 # ---------------------------------------------------------------- leaves
