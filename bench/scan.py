@@ -278,7 +278,7 @@ def tandem_read_plan(base: str, value: str):
 
     def run() -> tuple[int, tuple[int, int]]:
         plan = plan_scan(Table.open(base), where)
-        rows = read_plan(plan, where)
+        rows = read_plan(plan)
         return len(plan.splits), (rows.num_rows, pc.sum(rows.column("v")).as_py())
 
     return run

@@ -206,7 +206,7 @@ def local(path: str, where: str):
 
     def run() -> tuple[int, tuple[int, int]]:
         plan = plan_scan(Table.open(path), where, dialect="duckdb")
-        return len(plan.splits), answer_of(read_plan(plan, where))
+        return len(plan.splits), answer_of(read_plan(plan))
 
     return run
 

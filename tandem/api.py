@@ -91,7 +91,7 @@ def read(
 ) -> pa.Table:
     """The rows of the latest snapshot, of the snapshot `as_of` an instant or time, or written after `since`
     (up to `until`), matching `where` (DuckDB SQL)."""
-    return read_plan(scan(table, where, as_of=as_of, since=since, until=until), where)
+    return read_plan(scan(table, where, as_of=as_of, since=since, until=until))
 
 
 def read_dataframe(

@@ -47,7 +47,7 @@ def _upsert(writer: LocalWriter, model: dict, rng: random.Random, step: int, key
 def _rows(table: Table, **kwargs) -> dict:
     with warnings.catch_warnings():  # the MDT may be unhealthy now: its fallback to storage is a read path too
         warnings.simplefilter("ignore", MetadataFallbackWarning)
-        return {r["id"]: r["v"] for r in read_plan(plan_scan(table, None, **kwargs), None).to_pylist()}
+        return {r["id"]: r["v"] for r in read_plan(plan_scan(table, None, **kwargs)).to_pylist()}
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -367,7 +367,7 @@ def check_example(spark, example: Example) -> int:
             own = _tagged_rows([read.parquet(*(f"file://{f}" for f in files)).filter(w) for w in example.filters])
             for i, where in enumerate(example.filters):
                 context = f"{where!r} on layout {layout}"
-                local = read_plan(plan_scan(table, where), where).select(COLUMNS)
+                local = read_plan(plan_scan(table, where)).select(COLUMNS)
                 local_rows = [tuple(r[c] for c in COLUMNS) for r in local.to_pylist()]
                 assert multiset(local_rows) == expected[i], f"the local read (planner + DuckDB) differs for {context}"
                 assert multiset(tandem_rows[i]) == expected[i], f"read_table differs from DuckDB for {context}"

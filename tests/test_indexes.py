@@ -63,7 +63,7 @@ def filtered_oracle(table: Table, where: str) -> list[tuple]:
 
 def ours(table: Table, where: str):
     plan = plan_scan(Table.open(table.uri), where)
-    return sorted((i,) for i in read_plan(plan, where).column("id").to_pylist()), plan
+    return sorted((i,) for i in read_plan(plan).column("id").to_pylist()), plan
 
 
 @pytest.fixture
@@ -201,7 +201,7 @@ def test_spark_written_fixtures_get_exact_indexes_and_skip_to_the_same_rows(fixt
             if "SELECT" in where:
                 low = duckdb.connect().execute(f"SELECT min({column}) FROM oracle").fetchone()[0]
                 where = f"{column} = {low!r}" if isinstance(low, (int, str)) else f"{column} IS NOT NULL"
-            rows = read_plan(plan_scan(table, where), where)
+            rows = read_plan(plan_scan(table, where))
             expected = duckdb.connect().execute(f"SELECT count(*) FROM oracle WHERE {where}").fetchone()[0]
             assert rows.num_rows == expected, where
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 
@@ -21,6 +23,9 @@ def test_a_first_write_and_read_take_one_import(tmp_path):
     assert tandem.read(table, since=first.instant).column("id").to_pylist() == [2]
     plan = tandem.scan(table, "city = 'lisbon'")
     assert plan.num_splits == 1 and "lisbon" in plan.files.column("partition")[0].as_py()
+    assert plan.residual == "city = 'lisbon'"  # the plan carries its filter to whoever reads it
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.files = plan.files.slice(0, 0)  # type: ignore[misc]
 
 
 def test_the_table_services_run_under_the_configured_lock(tmp_path):

@@ -18,7 +18,7 @@ from timeline.table import Table
 
 
 def _rows(table: Table, as_of: str) -> dict:
-    return {r[KEY]: r["v"] for r in read_plan(plan_scan(table, None, as_of=as_of), None).to_pylist()}
+    return {r[KEY]: r["v"] for r in read_plan(plan_scan(table, None, as_of=as_of)).to_pylist()}
 
 
 def _spellings(moment: datetime) -> list[str]:

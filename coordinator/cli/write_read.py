@@ -116,7 +116,7 @@ def read(
     if explain:
         emit_json(plan.explain()) if as_json else _print_plan(plan.explain())
         return
-    rows = _spark_read(path, as_of, where, since, until) if engine == "spark" else read_plan(plan, where)
+    rows = _spark_read(path, as_of, where, since, until) if engine == "spark" else read_plan(plan)
     if output:
         pq.write_table(rows, output)
     if as_json:

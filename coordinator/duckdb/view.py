@@ -170,7 +170,7 @@ def plan_query(table: Table, sql: str, names: list[str], as_of: str | None = Non
             why_not = "the planner cannot read it"
     plan = plan_scan(table, None, as_of=as_of)
     if why_not:
-        plan.notes.append(f"the query's WHERE is not used for pruning: {why_not}")
+        plan = plan.noted(f"the query's WHERE is not used for pruning: {why_not}")
     return plan
 
 

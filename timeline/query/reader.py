@@ -69,8 +69,8 @@ def read_files(storage: Storage, files: Iterable[BaseFile], columns: list[str] |
     return pa.concat_tables(wide, promote_options="permissive")
 
 
-def read_plan(plan: ScanPlan, where: str | None = None) -> pa.Table:
-    """The rows of a planned scan: its splits, the incremental range, then the whole filter (by DuckDB).
+def read_plan(plan: ScanPlan) -> pa.Table:
+    """The rows of a planned scan: its splits, the incremental range, then its residual filter (by DuckDB).
 
     The planner only drops files that cannot match, so the filter is applied to
     every row read; DuckDB applies it so that SQL means what it means in SQL
@@ -85,8 +85,8 @@ def read_plan(plan: ScanPlan, where: str | None = None) -> pa.Table:
         if plan.until is not None:
             keep = pc.and_(keep, pc.less_equal(times, plan.until))
         rows = rows.filter(keep)
-    if where:
-        rows = sql_filter(rows, where)
+    if plan.residual:
+        rows = sql_filter(rows, plan.residual)
     if not plan.table.config.populate_meta_fields:
         rows = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names])
     return rows

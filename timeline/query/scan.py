@@ -13,6 +13,7 @@ that lands later is simply not in it (snapshot isolation).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -33,13 +34,12 @@ from timeline.mdt.reader import MetadataReader
 from timeline.mdt.table import MetadataTable
 from timeline.query.partition_filter import PARTITION_COLUMN, partition_candidates, typed_fields
 from timeline.query.partition_pruning import prune_partitions
-from timeline.query.predicate import Expr, columns_of, parse_sql, resolve
+from timeline.query.predicate import Expr, columns_of, parse_sql, resolve, to_sql
 from timeline.query.skipping import may_match
 from timeline.table import ListingSource, Table
 
 LOG = logging.getLogger(__name__)
 URL_ENCODE = "hoodie.datasource.write.partitionpath.urlencode"
-# (table, completed write) -> the schema of its files: a completed instant's files never change
 
 
 @dataclass(frozen=True)
@@ -55,15 +55,17 @@ class Split:
     stats: dict[str, ColumnRange] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScanPlan:
     """The files of a scan as columns (`files`, FILES_SCHEMA), with `Split` objects made only when asked for:
-    planning 100,000 files is a few Arrow kernels, not 100,000 Python objects."""
+    planning 100,000 files is a few Arrow kernels, not 100,000 Python objects. Built once and frozen; it
+    carries its residual filter (`residual`, DuckDB SQL), which a reader applies to every row it reads."""
 
     table: Table
     files: pa.Table
     schema: pa.Schema | None
     filter: Expr | None
+    residual: str | None = None
     since: str | None = None
     until: str | None = None
     as_of: str | None = None
@@ -71,10 +73,14 @@ class ScanPlan:
     fallback_reason: str | None = None
     pruned_by_stats: int = 0
     stats: str = "not used"
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
     ranges: dict[tuple[str, str], dict[str, ColumnRange]] | None = None
     partition_types: dict[str, pa.DataType] = field(default_factory=dict)
     count_pruned: Callable[[], int] = lambda: 0
+
+    def noted(self, note: str) -> ScanPlan:
+        """The same plan with one more note (what a connector did not use for pruning, say)."""
+        return dataclasses.replace(self, notes=(*self.notes, note))
 
     @property
     def num_splits(self) -> int:
@@ -115,7 +121,7 @@ class ScanPlan:
             "pruned_by_column_stats": self.pruned_by_stats,
             "files_to_read": self.num_splits,
             "column_stats": self.stats,
-            "notes": self.notes,
+            "notes": list(self.notes),
         }
 
 
@@ -157,22 +163,43 @@ def plan_scan(
     files = lister.files(kept if len(kept) < len(everything) else None)
     if since is not None:
         files = _written_since(files, found.timeline, since, until)
-    view_source = "metadata" if found.mdt is not None else "storage"
-    plan = ScanPlan(table, files, schema, expr, since, until, as_of, view_source, found.fallback_reason)
-    plan.partition_types = types
+    count_pruned: Callable[[], int] = int  # 0: no partition pruned
     if len(kept) < len(everything):
-        plan.count_pruned = lambda: _count(
-            lister.files(sorted(set(everything) - set(kept))), found.timeline, since, until
-        )
-    plan.ranges = _column_stats(table, found.mdt, found.timeline, expr, files, plan)
-    if plan.ranges is not None and expr is not None:
+        pruned = sorted(set(everything) - set(kept))
+        count_pruned = functools.partial(_count_files, lister, pruned, found.timeline, since, until)
+    ranges, stats = _column_stats(table, found.mdt, found.timeline, expr, files, types)
+    pruned_by_stats = 0
+    if ranges is not None and expr is not None:
         keep = [
-            plan.ranges.get((p, n)) is None or may_match(expr, plan.ranges[(p, n)], _types(schema))
+            ranges.get((p, n)) is None or may_match(expr, ranges[(p, n)], _types(schema))
             for p, n in zip(files.column("partition").to_pylist(), files.column("file").to_pylist(), strict=True)
         ]
-        plan.pruned_by_stats = keep.count(False)
-        plan.files = files.filter(pa.array(keep, pa.bool_()))
-    return plan
+        pruned_by_stats = keep.count(False)
+        files = files.filter(pa.array(keep, pa.bool_()))
+    return ScanPlan(
+        table,
+        files,
+        schema,
+        expr,
+        residual=_residual(where, expr, dialect),
+        since=since,
+        until=until,
+        as_of=as_of,
+        source="metadata" if found.mdt is not None else "storage",
+        fallback_reason=found.fallback_reason,
+        pruned_by_stats=pruned_by_stats,
+        stats=stats,
+        ranges=ranges,
+        partition_types=types,
+        count_pruned=count_pruned,
+    )
+
+
+def _residual(where: Expr | str | None, expr: Expr | None, dialect: str) -> str | None:
+    """The whole filter as DuckDB SQL, for the reader: the text as given when it is DuckDB's already."""
+    if isinstance(where, str) and dialect == "duckdb":
+        return where
+    return to_sql(expr, "duckdb") if expr is not None else None
 
 
 class _Lister:
@@ -251,7 +278,11 @@ def _written_since(files: pa.Table, timeline: ActiveTimeline, since: str, until:
     return files.filter(pc.is_in(groups, pa.array(["\x00".join(k) for k in touched], pa.string())))
 
 
-def _count(files: pa.Table, timeline: ActiveTimeline, since: str | None, until: str | None) -> int:
+def _count_files(
+    lister: _Lister, partitions: list[str], timeline: ActiveTimeline, since: str | None, until: str | None
+) -> int:
+    """The files of the pruned `partitions` the plan would otherwise have read (listed only when asked)."""
+    files = lister.files(partitions)
     return (_written_since(files, timeline, since, until) if since is not None else files).num_rows
 
 
@@ -298,24 +329,22 @@ def _column_stats(
     timeline: ActiveTimeline,
     expr: Expr | None,
     files: pa.Table,
-    plan: ScanPlan,
-) -> dict[tuple[str, str], dict[str, ColumnRange]] | None:
-    """Ranges of the filter's columns per file, from the MDT's `column_stats`; None when unusable.
+    partition_types: dict[str, pa.DataType],
+) -> tuple[dict[tuple[str, str], dict[str, ColumnRange]] | None, str]:
+    """Ranges of the filter's columns per file, from the MDT's `column_stats` (None when unusable), and what
+    the plan says of them.
 
     A damaged index never answers: any failure to read or decode it plans
     without column statistics (and says so), it never drops a file.
     """
     if expr is None or not files.num_rows:
-        return None
-    if columns_of(expr) <= set(plan.partition_types):
-        plan.stats = "not needed: the filter is on partition values only, decided exactly"
-        return None
+        return None, "not used"
+    if columns_of(expr) <= set(partition_types):
+        return None, "not needed: the filter is on partition values only, decided exactly"
     if COLUMN_STATS not in table.config.metadata_indexes:
-        plan.stats = "no column_stats index"
-        return None
+        return None, "no column_stats index"
     if mdt is None:
-        plan.stats = "not used: the listing came from storage"
-        return None
+        return None, "not used: the listing came from storage"
     wanted = sorted(columns_of(expr))
     try:
         partitions = pc.unique(files.column("partition")).to_pylist()
@@ -325,11 +354,9 @@ def _column_stats(
             ranges = out.setdefault((record["partition"], record["fileName"]), {})
             ranges[record["columnName"]] = ColumnRange.from_record(record)
     except (TandemError, OSError, pa.ArrowException, ValueError, KeyError, TypeError) as err:
-        plan.stats = f"not used: the column_stats index is unreadable ({err})"
         LOG.warning("%s: column_stats index unreadable, planning without it: %s", table.uri, err)
-        return None
-    plan.stats = f"used for {', '.join(wanted)}"
-    return out
+        return None, f"not used: the column_stats index is unreadable ({err})"
+    return out, f"used for {', '.join(wanted)}"
 
 
 def _groups_written(timeline: ActiveTimeline, since: str, until: str | None) -> set[tuple[str, str]]:
