@@ -1,11 +1,11 @@
 """One plain JVM (no Spark session) with Hudi 0.15's bundle on the classpath, driven through py4j: for tests that
-call Hudi's Java classes directly (its lock provider). Classpath as `spark.jars` would load it: the reference
-venv's Spark jars, then the bundle."""
+call Hudi's Java classes directly (its lock providers). Classpath as `spark.jars` would load it: the reference
+venv's Spark jars, then the bundle, then any extra jars."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -29,7 +29,7 @@ def missing(what: str) -> None:
 
 
 @contextmanager
-def java_gateway(spec: dict, log_dir: Path) -> Iterator:
+def java_gateway(spec: dict, log_dir: Path, extra_jars: Sequence[str] = (), options: Sequence[str] = ()) -> Iterator:
     from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 
     venv = Path(spec["python"]).parent.parent
@@ -38,8 +38,8 @@ def java_gateway(spec: dict, log_dir: Path) -> Iterator:
     with open(log_dir / "jvm.log", "w") as log:
         port = launch_gateway(
             jarpath=str(py4j_jar),
-            classpath=f"{spark_jars}/*:{spec['jar']}",
-            javaopts=JAVA_OPTIONS,
+            classpath=":".join([f"{spark_jars}/*", spec["jar"], *extra_jars]),
+            javaopts=[*options, *JAVA_OPTIONS],
             die_on_exit=True,
             redirect_stdout=log,
             redirect_stderr=log,
