@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 system-deps:
 	bash scripts/install-system-deps.sh
 
-# Apache Hudi's own Spark readers, the judges of tests/test_java_hudi_reads.py: cached outside the repo
+# Apache Hudi's own Spark readers, the judges of tests/interop/test_java_hudi_reads.py: cached outside the repo
 # (~/.cache/tandem/hudi-ref), so a second run, or another clone on this machine, downloads nothing.
 hudi-reference: system-deps
 	bash scripts/install-hudi-reference.sh

@@ -18,7 +18,7 @@
 #              version-6 table. The Spark 4 bundle (hudi-spark4.0-bundle_2.13) has no version on Maven Central
 #              (checked with mvn dependency:get for 1.0.2, 1.1.0, 1.1.1, 1.2.0), so the 1.x line runs on Spark 3.5.
 #
-# Beside hudi-0.15, the jars tests/test_dynamodb_hudi_interop.py runs Hudi's DynamoDBBasedLockProvider with: the
+# Beside hudi-0.15, the jars tests/interop/test_dynamodb_hudi_interop.py runs Hudi's DynamoDBBasedLockProvider with: the
 # Spark bundle has no hudi-aws classes, no AWS SDK v2 and no lock client, and org.apache.hudi:hudi-aws-bundle:0.15.0
 # is not on Maven Central. So: hudi-aws 0.15.0 alone (its hudi-common/hive classes come from the bundle), the lock
 # client and SDK versions Hudi 0.15's pom pins (dynamodb.lockclient.version 1.2.0, aws.sdk.version 2.18.40), with the

@@ -16,13 +16,13 @@ PYTHON="${PYTHON:-python3}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/tandem"
 EXTRAS=(test s3 dynamodb zookeeper duckdb) # every extra but spark (and bench)
 TESTS=(
-    tests/test_writer_steps.py
-    tests/test_kernel_edges.py
-    tests/test_tables.py
-    tests/test_record_identity.py
-    tests/test_timeline_format.py
-    tests/test_metadata_table.py
-    tests/test_bad_input.py
+    tests/coordinator/test_writer_steps.py
+    tests/timeline/test_kernel_edges.py
+    tests/timeline/test_tables.py
+    tests/coordinator/test_record_identity.py
+    tests/timeline/test_timeline_format.py
+    tests/coordinator/test_metadata_table.py
+    tests/coordinator/test_bad_input.py
 )
 SKIP="not killed" # the crash-point tests run a CLI process per step (a minute here); the full suite has them
 KEY="$({ cat "$REPO/pyproject.toml"; "$PYTHON" -c 'import sys; print(sys.version_info[:2])'; } | sha256sum | cut -c1-12)"

@@ -1,6 +1,6 @@
 """The differential filter test at length: `python -m tests.filter_differential_long --examples N [--seed S]`.
 
-The suite runs `tests/test_filter_differential.py` on a few examples to stay
+The suite runs `tests/timeline/test_filter_differential.py` on a few examples to stay
 within its time budget and does not shrink a failure; this runs the same check
 on as many examples as asked, and Hypothesis shrinks a failure to a small
 table and filter.
@@ -14,7 +14,7 @@ import time
 from hypothesis import HealthCheck, given, seed, settings
 
 from coordinator.spark.session import local_session
-from tests.test_filter_differential import Example, check_example, configure, examples
+from tests.timeline.test_filter_differential import Example, check_example, configure, examples
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 ENGINES = ("local", "spark")
 ENGINE_HELP = "local: this process with pyarrow; spark: a local Spark session, files written by its executors."
-# Copies, so that `--help` needs neither coordinator.write.writer nor chaos.cli (tests/test_cli_startup.py keeps
-# them equal).
+# Copies, so that `--help` needs neither coordinator.write.writer nor chaos.cli
+# (tests/coordinator/test_cli_startup.py keeps them equal).
 
 
 @cache

@@ -529,9 +529,9 @@ class Sequence:
         label = f"incremental ({begin}, {end}] md={md}"
         tandem: dict | None = {"since": begin, "until": end}
         if self.archived and begin < max(self.archived):
-            # Two known disagreements, each pinned by an xfail test in tests/test_java_hudi_reads.py: Hudi's default
-            # leaves out rows of archived commits (so ask for its full-scan fallback, which is the model), and
-            # Tandem leaves out file groups only archived commits wrote (so Tandem is not compared here)
+            # Two known disagreements, each pinned by an xfail test in tests/interop/test_java_hudi_reads.py:
+            # Hudi's default leaves out rows of archived commits (so ask for its full-scan fallback, which is the
+            # model), and Tandem leaves out file groups only archived commits wrote (so Tandem is not compared here)
             options[FULL_SCAN_FALLBACK] = "true"
             label += " with full-scan fallback (the range holds archived instants)"
             tandem = None

@@ -1,7 +1,7 @@
 """An old clean left on the active timeline after newer commits were archived.
 
 Java's archival takes cleans and rollbacks by their own counts, so a Java writer leaves such holes (seen in
-tests/test_java_services.py: a Java rollback stayed active while Tandem's commits after it were archived, and
+tests/interop/test_java_services.py: a Java rollback stayed active while Tandem's commits after it were archived, and
 Tandem then read one row of six). Whether a file's instant is archived is judged, as Hudi's
 `isBeforeTimelineStarts` does, against the earliest *write* on the active timeline. The oracle is a model of
 the acknowledged upserts; every read path must equal it.

@@ -24,7 +24,7 @@ from timeline.crash_points import SimulatedCrash, simulate
 from timeline.errors import BadInputError, ConflictError, TandemError
 from timeline.table import Table
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LAZY_FAST = {"failed_writes_policy": "LAZY", "heartbeat_interval_ms": 300, "lock_uri": FAST_FILE_LOCK}
 
 

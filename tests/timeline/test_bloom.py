@@ -27,7 +27,7 @@ from timeline.index.bloom import (
     bloom_tombstone,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 KEYS = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
 # sha256 of the filter below: pins the hash function, the probe sequence and the byte layout, so a
 # change in any of them (or an mmh3 that hashes differently) is caught before it reaches a table

@@ -20,7 +20,7 @@ from tests.coord_writer import HOT_KEYS, partition_of
 from timeline.mdt import layout
 from timeline.table import Table
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LAZY = ("--set", "hoodie.cleaner.policy.failed.writes=LAZY")
 
 

@@ -47,7 +47,7 @@ from timeline.table import Table
 
 ROUNDS = 5
 RACERS = 2  # the machine has two cores
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # in the worker processes ------------------------------------------------------------------------------------------
@@ -371,7 +371,7 @@ def test_tandem_init_raced_by_two_processes(s3_base, tmp_path):
 
 def test_negative_control_a_store_without_the_fence_gives_two_winners(s3_base, racers, moto):
     """The same harness through the header-dropping proxy (override set): two winners, the first one's bytes lost."""
-    from tests.test_store_fencing import DropIfNoneMatchProxy
+    from tests.timeline.test_store_fencing import DropIfNoneMatchProxy
 
     proxy = DropIfNoneMatchProxy(moto.port).start()
     try:

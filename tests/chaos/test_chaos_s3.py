@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_chaos import _registered_points, _tandem
+from tests.chaos.test_chaos import _registered_points, _tandem
 
 SUBSET = ("insert", "clean", "mdt_compaction", "archival")
 # Every registered point under these prefixes must be crashed by the subset.

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from coordinator.write.writer import LocalWriter
 from tests.conftest import tandem
-from tests.test_bad_input import tree
+from tests.coordinator.test_bad_input import tree
 from timeline.errors import BadInputError
 from timeline.format import keys, partition_path
 from timeline.query.reader import read_view
