@@ -140,9 +140,13 @@ class ActiveTimeline:
             if instant.is_completed:
                 undone.update(self.avro(instant).get("commitsRollback") or [])
             else:
-                target = self.avro(instant.with_state(State.REQUESTED)).get("instantToRollback") or {}
-                undone.add(target.get("commitTime"))
+                undone.add(self.rollback_target(instant).get("commitTime"))
         return frozenset(undone)
+
+    def rollback_target(self, rollback: Instant) -> dict:
+        """The instant rollback `rollback` undoes (`{"commitTime", "action"}`), as its plan names it: the one
+        reader of that, for the data table and the MDT."""
+        return self.avro(rollback.with_state(State.REQUESTED)).get("instantToRollback") or {}
 
     def undone_times(self) -> frozenset[str]:
         return self._undone_times

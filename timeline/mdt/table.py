@@ -402,7 +402,7 @@ class MetadataTable:
         finished = []
         for record in timeline.pending():
             if record.action == ROLLBACK:
-                target = timeline.avro(record.with_state(State.REQUESTED))["instantToRollback"]
+                target = timeline.rollback_target(record)
                 if not undoable(data_timeline, target["commitTime"]):
                     message = f"metadata rollback {record.time} targets completed {target['commitTime']}; left pending"
                     warnings.warn(message, RefusedDeleteWarning, stacklevel=2)
