@@ -52,7 +52,7 @@ def files_of(table: Table, time: str) -> list[str]:
 
 def roll_forward(table: Table, target: Instant, decided: outcome.Outcome) -> None:
     """Complete `target` from its commit decision (its writer died between the decision and T.commit)."""
-    outcome.complete(table.timeline(), target, decided.payload)
+    table.timeline().complete_decided(target, decided.payload)
 
 
 def rollback(table: Table, target: Instant) -> str | None:

@@ -297,7 +297,7 @@ class Transaction:
                 f"instant {self.time} was rolled back by another process while this writer held no valid lock; "
                 "nothing was committed"
             )
-        self.instant = outcome.complete(timeline, self.instant, decided.payload)
+        self.instant = timeline.complete_decided(self.instant, decided.payload)
         return self.instant
 
     def _archive_if_due(self, timeline: ActiveTimeline) -> None:
@@ -338,7 +338,7 @@ class Transaction:
         timeline = self.table.timeline()
         decided = outcome.claim(self.table.storage, self.time, outcome.ROLLBACK)
         if decided.is_commit:
-            self.instant = outcome.complete(timeline, self.instant, decided.payload)
+            self.instant = timeline.complete_decided(self.instant, decided.payload)
             return
         # What this process marked and wrote, too: a rollback by another process (this one was paused past its
         # heartbeat) deletes the markers, then a file may still land.

@@ -19,8 +19,11 @@ import pytest
 from coordinator.config import CoordinatorConfig
 from coordinator.protocol.archival import archive_data, archive_metadata
 from coordinator.protocol.recovery import recover
+from coordinator.protocol.rollback import rollback
+from coordinator.protocol.transaction import Transaction
 from coordinator.services.steps import clean
 from coordinator.write.writer import LocalWriter
+from timeline.errors import FencedError
 from timeline.format.instant import CLEAN, COMMIT, Instant, State
 from timeline.mdt.health import MetadataFallbackWarning
 from timeline.query.reader import read_plan
@@ -118,3 +121,39 @@ def test_a_rolled_back_instant_stays_undone_while_its_rollback_is_active(tmp_pat
     assert not reopened.timeline().is_completed_or_archived(undone)
     for source in ("auto", "storage"):
         assert _rows(reopened, source=source) == model, source
+
+
+def test_a_rolled_back_instant_stays_undone_after_its_rollback_is_archived(tmp_path: Path) -> None:
+    """Seen in the DynamoDB nemesis: a writer paused past its rollback, and past that rollback's archival, lands
+    a file. The standing rollback decision still says the instant never committed: no reader reads the file,
+    and the writer, told at commit that it was rolled back, deletes it (it had refused: "completed or
+    archived")."""
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], precombine_field=None)
+    config = RETAIN_LITTLE
+    writer = LocalWriter(table, coordinator=config)
+    model: dict = {}
+    rng = random.Random(11)
+    for step in range(3):
+        _upsert(writer, model, rng, step, keys=[0, 1])
+    paused = Transaction(table, config=config)
+    undone = paused.begin().time
+    rolled_back_by = rollback(table, Instant(undone, COMMIT, State.INFLIGHT))  # another process, lease lapsed
+    for step in range(10, 14):
+        _upsert(writer, model, rng, step, keys=[2, 3])
+    archived = archive_data(table, 2, 3)
+    assert rolled_back_by in archived and max(archived) > rolled_back_by, archived
+    timeline = Table.open(table.uri).timeline()
+    assert timeline.earliest_write_time() > undone and timeline.find(rolled_back_by) is None
+
+    some = next((Path(table.uri) / "p0").glob("*.parquet"))  # the paused writer wakes and lands its file
+    zombie = f"p0/{'9' * 8}-0000-0000-0000-000000000000-0_0-0-0_{undone}.parquet"
+    paused.create_marker(zombie)
+    (Path(table.uri) / zombie).write_bytes(some.read_bytes())
+    reopened = Table.open(table.uri)
+    assert not reopened.timeline().is_completed_or_archived(undone)
+    for source in ("auto", "storage"):
+        assert _rows(reopened, source=source) == model, source
+
+    with pytest.raises(FencedError, match="no longer inflight"):
+        paused.commit()
+    assert not (Path(table.uri) / zombie).exists()

@@ -6,8 +6,8 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from timeline.errors import CorruptInstantError, DamagedInstantWarning, FencedError
-from timeline.format import avro_metadata
+from timeline.errors import CorruptInstantError, DamagedInstantWarning, FencedError, TandemError
+from timeline.format import avro_metadata, outcome
 from timeline.format.commit_metadata import CommitMetadata
 from timeline.format.instant import (
     COMMIT,
@@ -19,6 +19,7 @@ from timeline.format.instant import (
     State,
     parse_instant_file,
 )
+from timeline.format.table_config import HOODIE_DIR
 from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
 
@@ -141,7 +142,26 @@ class ActiveTimeline:
                 undone.update(self.avro(instant).get("commitsRollback") or [])
             else:
                 undone.add(self.rollback_target(instant).get("commitTime"))
-        return frozenset(undone)
+        return frozenset(undone | self._rolled_back_by_decision())
+
+    def _rolled_back_by_decision(self) -> set[str]:
+        """Older instants whose rollback decision stands (`outcome`): they never committed, even once the
+        rollback instant that removed them is archived. A writer paused past that rollback (and its archival)
+        can still land a file afterwards, which would otherwise pass for an archived commit's. Archival drops
+        commit decisions and keeps rollback ones, so this is one listing and a read of the few old records.
+        """
+        if self.meta_dir != HOODIE_DIR or not self.instants:
+            return set()
+        earliest = self.earliest_write_time()
+        found = set()
+        for entry in self.storage.list_dir(outcome.OUTCOME_DIR):
+            if entry.base_name >= earliest or entry.base_name in self.completed_times():
+                continue
+            path = outcome.outcome_path(entry.base_name)
+            data = _cached_read(self.storage, path, (int(entry.size or 0), int(entry.mtime_ns or 0)))
+            if outcome.decode(data, self.storage.uri(path)).is_rollback:
+                found.add(entry.base_name)
+        return found
 
     def rollback_target(self, rollback: Instant) -> dict:
         """The instant rollback `rollback` undoes (`{"commitTime", "action"}`), as its plan names it: the one
@@ -242,6 +262,16 @@ class ActiveTimeline:
             raise FencedError(f"instant {done.file_name} is already completed: another process completed it")
         self.storage.sync_dirs([self.meta_dir])
         return done
+
+    def complete_decided(self, instant: Instant, payload: bytes) -> Instant:
+        """Create `instant`'s completed file for a commit decision; a roll-forward may have done it already."""
+        done = instant.with_state(State.COMPLETED)
+        try:
+            return self.complete(instant, payload)
+        except TandemError:
+            if self.storage.exists(self.path(done)):
+                return done
+            raise
 
     def delete_instant_files(self, time: str, action: str) -> None:
         """Remove every state file of one instant, the completed file first.

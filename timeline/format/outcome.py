@@ -18,9 +18,7 @@ import os
 import socket
 from dataclasses import dataclass
 
-from timeline.errors import CorruptInstantError, TandemError
-from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.instant import Instant, State
+from timeline.errors import CorruptInstantError
 from timeline.io.storage import Storage
 
 OUTCOME_DIR = ".hoodie/.tandem-outcome"
@@ -53,7 +51,8 @@ def _encode(decision: str, payload: bytes) -> bytes:
     return json.dumps(header, sort_keys=True).encode() + b"\n" + payload
 
 
-def _decode(data: bytes, source: str) -> Outcome:
+def decode(data: bytes, source: str) -> Outcome:
+    """A decision record's content; `source` names it in the error when it is damaged."""
     head, _, payload = data.partition(b"\n")
     try:
         decision = json.loads(head)["decision"]
@@ -70,7 +69,7 @@ def read(storage: Storage, time: str) -> Outcome | None:
         data = storage.read_bytes(outcome_path(time))
     except FileNotFoundError:
         return None
-    return _decode(data, storage.uri(outcome_path(time)))
+    return decode(data, storage.uri(outcome_path(time)))
 
 
 def claim(storage: Storage, time: str, decision: str, payload: bytes = b"") -> Outcome:
@@ -88,14 +87,3 @@ def forget(storage: Storage, time: str) -> None:
     found = read(storage, time)
     if found is not None and found.is_commit:
         storage.discard(outcome_path(time))
-
-
-def complete(timeline: ActiveTimeline, instant: Instant, payload: bytes) -> Instant:
-    """Create `instant`'s completed file for a commit decision; a roll-forward may have done it already."""
-    done = instant.with_state(State.COMPLETED)
-    try:
-        return timeline.complete(instant, payload)
-    except TandemError:
-        if timeline.storage.exists(timeline.path(done)):
-            return done
-        raise
