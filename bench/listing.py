@@ -37,6 +37,7 @@ from pathlib import Path
 
 from bench.report import interleaved, summarize, write_report
 from coordinator.config import CoordinatorConfig
+from coordinator.mdt import deltacommit
 from coordinator.mdt.compaction import execute, run_pending, schedule
 from coordinator.mdt.maintenance import housekeeping
 from coordinator.protocol.archival import archive
@@ -93,7 +94,7 @@ def bulk_commit(
             )
     with ThreadPoolExecutor(32) as pool:
         list(pool.map(lambda p: table.storage.write_bytes(p, b"x" * 64), jobs))
-    table.metadata().apply(stamp, mdt_records.from_commit(metadata, known))
+    deltacommit.apply(table.metadata(), stamp, mdt_records.from_commit(metadata, known))
     known.update(partitions)
     timeline.complete(inflight, metadata.to_json_bytes())
 

@@ -51,6 +51,7 @@ import pyarrow as pa
 
 from bench.report import OUT, interleaved, summarize, write_report
 from coordinator.config import CoordinatorConfig
+from coordinator.mdt import deltacommit
 from coordinator.mdt.compaction import execute, schedule
 from coordinator.write.parquet_files import write_parquet
 from coordinator.write.writer import LocalWriter
@@ -171,7 +172,8 @@ def bulk_commit(table: Table, partitions: range, shape: Shape, known: set[str], 
         metadata.add(stat)
     names = [partition_name(p) for p in partitions]
     index_records = mdt_indexes.from_write_stats(metadata.write_stats(), table.config.metadata_indexes)
-    table.metadata().apply(stamp, mdt_records.from_commit(metadata, known), footprint=None, index_records=index_records)
+    records = mdt_records.from_commit(metadata, known)
+    deltacommit.apply(table.metadata(), stamp, records, footprint=None, index_records=index_records)
     known.update(names)
     timeline.complete(inflight, metadata.to_json_bytes())
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from coordinator.mdt import deltacommit
 from coordinator.protocol import provenance
 from coordinator.protocol.transaction import Transaction
 from timeline.format.active_timeline import ActiveTimeline
@@ -15,7 +16,6 @@ from timeline.format.fs_view import FileSystemView
 from timeline.format.instant import State
 from timeline.mdt import health
 from timeline.mdt import indexes as mdt_indexes
-from timeline.mdt import table as mdt_table
 from timeline.mdt.log import DATA, FILES, block_partition
 from timeline.mdt.reader import MetadataReader
 
@@ -95,7 +95,7 @@ def clean_any_planned_file() -> None:
 
 def mdt_rollback_of_completed() -> None:
     """The MDT rolls back the records of completed data instants when a plan asks."""
-    mdt_table.undoable = lambda data_timeline, time: True
+    deltacommit.undoable = lambda data_timeline, time: True
 
 
 def base_checksums_ignored() -> None:

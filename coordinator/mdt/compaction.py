@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from coordinator.mdt import deltacommit
 from timeline.crash_points import crash_point, register
 from timeline.errors import TandemError
 from timeline.format import action_metadata, avro_metadata, outcome
@@ -121,7 +122,7 @@ def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
     if current is None or not current.logs:
         return None
     time = mdt.next_instant(data_timeline)
-    version = mdt.append_block(LogBlock(time, SEAL, [], {"compaction": time}), base_instant)
+    version = deltacommit.append_block(mdt, LogBlock(time, SEAL, [], {"compaction": time}), base_instant)
     crash_point(SEALED)
     if _sealed_below(mdt, base_instant, version):
         return None
@@ -185,7 +186,7 @@ def stage(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> Stage
     else:
         records, index_tables = _merge_planned(mdt, data_timeline, plan)
     path = _staging_path(time)
-    size = mdt.write_base(path, [rec.compacted(r) for r in records.values()])
+    size = deltacommit.write_base(mdt, path, [rec.compacted(r) for r in records.values()])
     staged = StagedBase(time, path, len(records), size)
     live = {
         (rec.data_partition(r["key"]), name)
@@ -197,8 +198,8 @@ def stage(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> Stage
     for partition, table in index_tables.items():
         if partition in kept:
             staged.index_paths[partition] = _staging_path(time)
-            staged.index_sizes[partition] = mdt.write_index_base(
-                partition, staged.index_paths[partition], indexes.keep_live(table, live)
+            staged.index_sizes[partition] = deltacommit.write_index_base(
+                mdt, partition, staged.index_paths[partition], indexes.keep_live(table, live)
             )
     return staged
 

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from coordinator.mdt import deltacommit
 from timeline.crash_points import crash_point, register
 from timeline.errors import BadInputError, FencedError
 from timeline.format import outcome
@@ -201,7 +202,7 @@ def finish_failed_builds(mdt: MetadataTable, data_timeline: ActiveTimeline, pend
         decided = outcome.read(mdt.data_storage, time)
         if decided is not None and decided.is_commit:
             mdt.timeline().complete(Instant(time, INDEXING, State.INFLIGHT), b"{}")
-        elif mdt.rollback(time, data_timeline):
+        elif deltacommit.rollback(mdt, time, data_timeline):
             rolled_back.append(time)
     return rolled_back
 
@@ -227,7 +228,7 @@ def commit_records(
     timeline.transition_to_inflight(instant)
     for partition, rows in sorted(records.items()):
         if rows:
-            mdt.append_block(LogBlock(time, DATA, rows, {PARTITION_ATTRIBUTE: partition}))
+            deltacommit.append_block(mdt, LogBlock(time, DATA, rows, {PARTITION_ATTRIBUTE: partition}))
     crash_point(INDEX_LOGGED)
     mdt.storage.sync_dirs([layout.FILES_PARTITION])  # the blocks' log entries, before the decision names them
     if not outcome.claim(mdt.data_storage, time, outcome.COMMIT).is_commit:

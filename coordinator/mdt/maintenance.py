@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator.mdt import compaction, index_build
+from coordinator.mdt import compaction, deltacommit, index_build
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import DELTA_COMMIT, INDEXING
 from timeline.mdt.table import MetadataTable
@@ -47,7 +47,9 @@ def roll_back_failed_writes(
     mdt_timeline: ActiveTimeline | None = None,
 ) -> list[str]:
     """Roll back every failed MDT write (see `failed_writes`); returns the instants rolled back."""
-    return [t for t in failed_writes(mdt, data_timeline, keep, mdt_timeline) if mdt.rollback(t, data_timeline)]
+    return [
+        t for t in failed_writes(mdt, data_timeline, keep, mdt_timeline) if deltacommit.rollback(mdt, t, data_timeline)
+    ]
 
 
 def failed_index_builds(mdt_timeline: ActiveTimeline) -> list[str]:
@@ -76,7 +78,9 @@ def housekeeping(
     if failed_builds:
         done.rolled_back += failed_builds
         done.indexed = index_build.catch_up(mdt, data_timeline)
-    finished = mdt.finish_rollbacks(mdt_timeline, data_timeline) + compaction.resume_cleans(mdt, mdt_timeline)
+    finished = deltacommit.finish_rollbacks(mdt, mdt_timeline, data_timeline) + compaction.resume_cleans(
+        mdt, mdt_timeline
+    )
     if finished or done.rolled_back:
         mdt_timeline = mdt.timeline()
     done.compacted += compaction.run_pending(mdt, data_timeline, mdt_timeline)

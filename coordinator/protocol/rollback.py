@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time as clock
 
+from coordinator.mdt import deltacommit
 from coordinator.protocol import markers, provenance
 from timeline.crash_points import crash_point, register
 from timeline.errors import TandemError
@@ -105,7 +106,7 @@ def resume(table: Table, rollback_instant: Instant) -> bool:
     crash_point(FILES_DELETED)
     mdt = table.metadata()
     if mdt.exists():
-        mdt.rollback(target["commitTime"], timeline)
+        deltacommit.rollback(mdt, target["commitTime"], timeline)
         crash_point(MDT_ROLLED_BACK)
         mirror_deltacommit(table, timeline, rollback_instant.time, paths)
         crash_point(MDT_MIRRORED)
@@ -131,4 +132,5 @@ def mirror_deltacommit(table: Table, timeline: ActiveTimeline, time: str, delete
     if existing is not None and existing.is_completed:
         return
     indexes = read_config(table.storage).metadata_indexes
-    mdt.apply(time, mdt_records.from_deleted_paths(deleted), index_records=mdt_indexes.tombstones(deleted, indexes))
+    records, tombstones = mdt_records.from_deleted_paths(deleted), mdt_indexes.tombstones(deleted, indexes)
+    deltacommit.apply(mdt, time, records, index_records=tombstones)

@@ -19,7 +19,7 @@ import posixpath
 from dataclasses import dataclass
 
 from coordinator.config import CoordinatorConfig
-from coordinator.mdt import index_build
+from coordinator.mdt import deltacommit, index_build
 from coordinator.mdt.bootstrap import initialize
 from coordinator.mdt.maintenance import housekeeping
 from coordinator.protocol import conflicts, markers, provenance
@@ -326,7 +326,7 @@ class Transaction:
             known = frozenset(MetadataReader(mdt, timeline).all_partitions())
         records = mdt_records.from_commit(metadata, known)
         index_records = mdt_indexes.from_write_stats(metadata.write_stats(), self.table.config.metadata_indexes)
-        mdt.apply(self.time, records, done.mdt_timeline, metadata.touched_file_groups(), index_records)
+        deltacommit.apply(mdt, self.time, records, done.mdt_timeline, metadata.touched_file_groups(), index_records)
 
     # abort -----------------------------------------------------------------------------
     def _undo(self) -> None:
@@ -348,7 +348,7 @@ class Transaction:
             self.table.storage.discard(path)
         mdt = self.table.metadata()
         if mdt.exists():
-            mdt.rollback(self.time, timeline)
+            deltacommit.rollback(mdt, self.time, timeline)
         self.table.storage.delete_dir(markers.marker_dir(self.time))
         timeline.delete_instant_files(self.time, self.action)
         self.undone = True

@@ -20,7 +20,7 @@ import pytest
 
 from chaos.checker import check_table
 from coordinator.config import CoordinatorConfig
-from coordinator.mdt import compaction
+from coordinator.mdt import compaction, deltacommit
 from coordinator.mdt.bootstrap import validate
 from coordinator.mdt.maintenance import failed_writes
 from coordinator.protocol import archival
@@ -246,7 +246,7 @@ def decided_but_not_completed(table: Table) -> str:
 
 def test_mdt_rollback_refuses_an_instant_whose_commit_decision_stands(table):
     time = decided_but_not_completed(table)
-    assert table.metadata().rollback(time, table.timeline()) is False
+    assert deltacommit.rollback(table.metadata(), time, table.timeline()) is False
     assert table.metadata().timeline().find(time).is_completed
 
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.config import CoordinatorConfig
-from coordinator.mdt import compaction
+from coordinator.mdt import compaction, deltacommit
 from coordinator.mdt.bootstrap import initialize, validate
 from coordinator.protocol.recovery import recover
 from coordinator.services.steps import clean
@@ -259,7 +259,7 @@ def test_a_writer_never_appends_to_a_sealed_slice(tmp_path):
         compaction.schedule(mdt, table.timeline())
     assert mdt.is_seal(layout.INITIAL_SLICE, 3)
     with pytest.raises(TandemError, match="sealed but its compaction is not planned"):
-        mdt.apply("20990101000000001", [])
+        deltacommit.apply(mdt, "20990101000000001", [])
     planned = compaction.schedule(mdt, table.timeline())
     plan = compaction.read_plan(mdt, planned)
     assert stale in plan["log_files"] and plan["sealed_version"] == 3
@@ -354,7 +354,7 @@ def test_a_lookup_before_the_base_is_kept_reads_only_its_row_groups_and_answers_
     for, not the whole new base file; the answer is the whole listing's rows of that partition."""
     from timeline.mdt import table as mdt_table
 
-    monkeypatch.setattr(mdt_table, "BASE_ROW_GROUP", 4)
+    monkeypatch.setattr(deltacommit, "BASE_ROW_GROUP", 4)
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
     parts = [f"p{i:02d}" for i in range(30)]
     LocalWriter(table).write(pa.table({"id": list(range(60)), "p": parts * 2, "v": list(range(60))}), "insert")

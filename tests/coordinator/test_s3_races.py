@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.mdt import deltacommit
 from timeline.format import outcome, properties
 from timeline.format.commit_metadata import CommitMetadata
 from timeline.format.instant import COMMIT, Instant, State
@@ -92,7 +93,7 @@ def _race_mdt_log(task: dict, barrier) -> dict:
     _arm(task["target"], barrier)
     records = [mdt_records.file_list("", {f"racer-{task['racer']}.parquet": 10})]
     try:
-        return {"won": True, "detail": mdt.apply(task["time"], records)}
+        return {"won": True, "detail": deltacommit.apply(mdt, task["time"], records)}
     except Exception as err:
         return {"won": False, "detail": f"{type(err).__name__}: {err}"}
 
@@ -100,7 +101,7 @@ def _race_mdt_log(task: dict, barrier) -> dict:
 def _race_append_block(task: dict, barrier) -> dict:
     mdt = Table.open(task["base"]).metadata()
     _arm(task["target"], barrier)
-    version = mdt.append_block(LogBlock(task["time"], DATA, []))
+    version = deltacommit.append_block(mdt, LogBlock(task["time"], DATA, []))
     return {"won": True, "version": version}
 
 

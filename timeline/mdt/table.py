@@ -1,43 +1,28 @@
-"""The metadata table of one data table: create it, and apply or roll back its deltacommits."""
+"""The metadata table of one data table: create it, and read it through per-process caches of its immutable
+files. Its deltacommits and their rollback are `coordinator.mdt.deltacommit`."""
 
 from __future__ import annotations
 
 import json
-import warnings
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from timeline.crash_points import crash_point, register
-from timeline.errors import ConflictError, FencedError, RefusedDeleteWarning, TandemError
-from timeline.format import action_metadata, avro_metadata, outcome, properties
+from timeline.errors import TandemError
+from timeline.format import properties
 from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.commit_metadata import CommitMetadata, WriteStat
-from timeline.format.instant import CLOCK, DELTA_COMMIT, ROLLBACK, Instant, State
+from timeline.format.instant import CLOCK, DELTA_COMMIT, State
 from timeline.io import read_once
 from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
-from timeline.mdt import indexes, layout
+from timeline.mdt import layout
 from timeline.mdt.log import (
-    DATA,
-    PARTITION_ATTRIBUTE,
-    ROLLBACK_COMMAND,
     SEAL,
     DecodedLog,
-    LogBlock,
     decode_log,
-    encode_log,
 )
-from timeline.metrics import METRICS, SYNC
-
-DELTA_REQUESTED = register("mdt.deltacommit.requested", "MDT T.deltacommit.requested written")
-DELTA_INFLIGHT = register("mdt.deltacommit.inflight", "MDT T.deltacommit.inflight written")
-DELTA_LOG = register("mdt.deltacommit.log", "MDT log file of T written")
-DELTA_COMPLETE = register("mdt.deltacommit.complete", "MDT T.deltacommit completed")
-ROLLBACK_LOGS = register("mdt.rollback.logs", "rollback-command block naming the rolled-back instant appended")
-ROLLBACK_INSTANT = register("mdt.rollback.instant", "MDT instant files of the rolled-back instant deleted")
 
 BASE_SCHEMA = pa.schema(
     [
@@ -49,7 +34,6 @@ BASE_SCHEMA = pa.schema(
         ),
     ]
 )
-BASE_ROW_GROUP = 1024
 
 
 CACHED_BASE_BYTES = 64 << 20
@@ -252,31 +236,6 @@ class MetadataTable:
         with self.storage.open_input(path) as handle:
             return pq.read_table(handle, filters=filters)
 
-    def write_base(self, path: str, records: list[dict]) -> int:
-        """A base file sorted by key, in small row groups for point lookups."""
-        ordered = sorted(records, key=lambda r: r["key"])
-        rows = pa.Table.from_pylist(
-            [
-                {
-                    "key": r["key"],
-                    "type": r["type"],
-                    "filesystemMetadata": list((r.get("filesystemMetadata") or {}).items()),
-                }
-                for r in ordered
-            ],
-            schema=BASE_SCHEMA,
-        )
-        with self.storage.open_output(path) as out:
-            pq.write_table(rows, out, row_group_size=BASE_ROW_GROUP)
-            return out.tell()
-
-    def write_index_base(self, partition: str, path: str, records: pa.Table) -> int:
-        """An index partition's base file, sorted by key (so by data partition) for pruned reads."""
-        ordered = records.sort_by("key")
-        with self.storage.open_output(path) as out:
-            pq.write_table(ordered, out, row_group_size=indexes.BASE_ROW_GROUP)
-            return out.tell()
-
     def is_seal(self, base_instant: str, version: int) -> bool:
         blocks = self.read_log(layout.log_path(base_instant, version)).blocks
         return any(b.block_type == SEAL for b in blocks)
@@ -284,66 +243,6 @@ class MetadataTable:
     def next_instant(self, data_timeline: ActiveTimeline) -> str:
         """An MDT-only instant time above both timelines."""
         return CLOCK.next_after(data_timeline.last_time(), self.timeline().last_time())
-
-    # deltacommits -------------------------------------------------------------------
-    def apply(
-        self,
-        time: str,
-        records: list[dict],
-        timeline: ActiveTimeline | None = None,
-        footprint: set[tuple[str, str]] | None = None,
-        index_records: dict[str, list[dict]] | None = None,
-    ) -> str:
-        """MDT deltacommit `time`: requested -> inflight -> one new log file -> completed.
-
-        The log file claims the next version of the current slice with
-        create-if-absent; losing that race means another writer believes it holds
-        the lock too, and this commit aborts. The inflight file carries the data
-        instant's footprint (the file groups it touches), so a writer that claims
-        a later version can see what this one is about to commit. The records of
-        the index partitions are further blocks of the same log file, so one claim
-        commits all partitions together.
-        """
-        with METRICS.timed(SYNC):
-            timeline = timeline or self.timeline()
-            existing = timeline.find(time)
-            if existing is not None and existing.is_completed:
-                raise FencedError(f"metadata deltacommit {time} is already completed: another process completed it")
-            instant = Instant(time, DELTA_COMMIT, State.REQUESTED)
-            if existing is None:
-                timeline.create_requested(instant)
-                crash_point(DELTA_REQUESTED)
-            timeline.transition_to_inflight(instant, encode_footprint(footprint or set()))
-            crash_point(DELTA_INFLIGHT)
-            base_instant = layout.writer_slice(timeline)
-            current = self.slices().get(base_instant)
-            version = current.max_version if current else 0
-            if version and self.is_seal(base_instant, version):
-                raise TandemError(
-                    f"metadata slice {base_instant} is sealed but its compaction is not planned; run `tandem recover`"
-                )
-            path = layout.log_path(base_instant, version + 1)
-            blocks = [LogBlock(time, DATA, records)] + index_blocks(time, index_records)
-            encoded = encode_log(blocks)
-            if not self.storage.create_if_absent(path, encoded):
-                raise ConflictError(f"metadata log {path} was claimed by another writer; aborting {time}")
-            crash_point(DELTA_LOG)
-            self.storage.sync_dirs([layout.FILES_PARTITION])  # the log's entry, before the completion names it
-            meta = CommitMetadata(operation_type="UPSERT_PREPPED")
-            size = len(encoded)
-            meta.add(
-                WriteStat(
-                    layout.FILE_ID,
-                    path,
-                    layout.FILES_PARTITION,
-                    num_writes=len(records),
-                    total_write_bytes=size,
-                    file_size_in_bytes=size,
-                )
-            )
-            timeline.complete(instant, meta.to_json_bytes())
-            crash_point(DELTA_COMPLETE)
-            return path
 
     def footprint(self, time: str, timeline: ActiveTimeline) -> set[tuple[str, str]] | None:
         """File groups data instant `time` declared in its MDT inflight file; None if unknown."""
@@ -357,85 +256,3 @@ class MetadataTable:
         if not isinstance(doc, dict) or not isinstance(doc.get("touched"), list):
             return None
         return {(str(p), str(f)) for p, f in doc["touched"]}
-
-    def append_block(self, block: LogBlock, base_instant: str | None = None) -> int:
-        """Append `block` as the next free log version of a slice (the writer slice by default); its version."""
-        base_instant = base_instant or layout.writer_slice(self.timeline())
-        current = self.slices().get(base_instant)
-        version = (current.max_version if current else 0) + 1
-        data = encode_log([block])
-        while not self.storage.create_if_absent(layout.log_path(base_instant, version), data):
-            version += 1
-        return version
-
-    def rollback(self, time: str, data_timeline: ActiveTimeline) -> bool:
-        """Undo MDT deltacommit (or index build) `time` without touching the log chain.
-
-        First the decision on data instant `time` is claimed as a rollback: if a
-        commit decision stands instead, nothing is undone (a stale caller's view
-        must never cost a committed instant). Claimed log versions are never
-        deleted (a hole would let a writer with a stale view claim that version
-        again); a rollback-command block naming `time` makes readers and
-        compaction ignore its blocks. Then `time`'s MDT instant files go and an
-        MDT rollback instant records it. Idempotent. Returns False when nothing
-        was rolled back.
-        """
-        timeline = self.timeline()
-        target = timeline.find(time)
-        if target is None or not undoable(data_timeline, time):
-            return False
-        if not outcome.claim(self.data_storage, time, outcome.ROLLBACK).is_rollback:
-            return False
-        plan = action_metadata.rollback_plan(time, target.action, {})
-        record = Instant(self.next_instant(data_timeline), ROLLBACK, State.REQUESTED)
-        timeline.create_requested(record, avro_metadata.encode("HoodieRollbackPlan", plan))
-        self._undo(timeline, record.time, time, target.action)
-        self._complete_rollback(timeline, record, time, target.action)
-        return True
-
-    def finish_rollbacks(self, timeline: ActiveTimeline, data_timeline: ActiveTimeline) -> list[str]:
-        """Complete the rollback records a crash left requested, repeating their (idempotent) undo.
-
-        A record whose target is completed on the data timeline was never written by a
-        rollback here (`rollback` refuses those): it is reported and left.
-        """
-        finished = []
-        for record in timeline.pending():
-            if record.action == ROLLBACK:
-                target = timeline.rollback_target(record)
-                if not undoable(data_timeline, target["commitTime"]):
-                    message = f"metadata rollback {record.time} targets completed {target['commitTime']}; left pending"
-                    warnings.warn(message, RefusedDeleteWarning, stacklevel=2)
-                    continue
-                self._undo(timeline, record.time, target["commitTime"], target["action"])
-                self._complete_rollback(timeline, record, target["commitTime"], target["action"])
-                finished.append(record.time)
-        return finished
-
-    def _undo(self, timeline: ActiveTimeline, record_time: str, time: str, action: str) -> None:
-        self.append_block(LogBlock(record_time, ROLLBACK_COMMAND, [], {"target": time}))
-        crash_point(ROLLBACK_LOGS)
-        timeline.delete_instant_files(time, action)
-        crash_point(ROLLBACK_INSTANT)
-
-    def _complete_rollback(self, timeline: ActiveTimeline, record: Instant, time: str, action: str) -> None:
-        done = action_metadata.rollback_metadata(record.time, 0, {"commitTime": time, "action": action}, {})
-        timeline.complete(record, avro_metadata.encode("HoodieRollbackMetadata", done))
-
-
-def index_blocks(time: str, index_records: dict[str, list[dict]] | None) -> list[LogBlock]:
-    """One data block per index partition with records, tagged with its partition."""
-    return [
-        LogBlock(time, DATA, records, {PARTITION_ATTRIBUTE: partition})
-        for partition, records in sorted((index_records or {}).items())
-        if records
-    ]
-
-
-def undoable(data_timeline: ActiveTimeline, time: str) -> bool:
-    """Whether the MDT may roll back `time`: never a completed (or archived) data instant's records."""
-    return not data_timeline.is_completed_or_archived(time)
-
-
-def encode_footprint(touched: set[tuple[str, str]]) -> bytes:
-    return json.dumps({"touched": sorted([p, f] for p, f in touched)}).encode()
