@@ -10,7 +10,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from coordinator.config import CoordinatorConfig
@@ -45,6 +46,21 @@ def _compact_once(table: Table, config: CoordinatorConfig, lock: LockProvider) -
     return f"compacted {', '.join(report.compacted)}, removed {report.cleaned_files} old metadata file(s)"
 
 
+@contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop` (in the main thread); the caller's handlers are put back afterwards, so a
+    library call leaves none behind."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run_worker(
     table: Table,
     kind: str,
@@ -57,49 +73,30 @@ def run_worker(
     """Run `kind` every `interval_s` until stopped (SIGTERM or SIGINT in the main thread, or `stop`) or
     `max_runs` runs; returns the number of runs."""
     stop = stop or threading.Event()
-    previous = {}  # the caller's handlers, put back when the worker stops: a library call leaves none behind
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
-    try:
-        return _run(table, kind, config, interval_s, max_runs, log, stop)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _run(
-    table: Table,
-    kind: str,
-    config: CoordinatorConfig,
-    interval_s: float,
-    max_runs: int | None,
-    log: Callable[[str], None],
-    stop: threading.Event,
-) -> int:
     once = {"clean": _clean_once, "compact": _compact_once}[kind]
     lock = table_lock(table, config)
     runs = 0
-    try:
-        while not stop.is_set() and (max_runs is None or runs < max_runs):
-            started = time.monotonic()
-            try:
-                summary = once(table, config, lock)
-            except BadInputError:
-                raise  # the table itself is wrong: no later run can do better
-            except TandemError as err:
-                # Lock timeouts and conflicts; also a step another process finished first, as when
-                # a frozen lock service cost this run its lease. Every step is crash-safe, so the
-                # next run starts over.
-                summary = f"skipped: {err}"
-            except FileNotFoundError as err:  # a file removed while this run read it (same cause)
-                summary = f"skipped: {err.filename or err} was removed while this run read it"
-            runs += 1
-            stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            log(f"{stamp} worker {kind} run {runs}: {summary} ({(time.monotonic() - started) * 1000:.0f} ms)")
-            if max_runs is None or runs < max_runs:
-                stop.wait(interval_s)
-    finally:
-        lock.close()
+    with _stopped_by_signals(stop):
+        try:
+            while not stop.is_set() and (max_runs is None or runs < max_runs):
+                started = time.monotonic()
+                try:
+                    summary = once(table, config, lock)
+                except BadInputError:
+                    raise  # the table itself is wrong: no later run can do better
+                except TandemError as err:
+                    # Lock timeouts and conflicts; also a step another process finished first, as when
+                    # a frozen lock service cost this run its lease. Every step is crash-safe, so the
+                    # next run starts over.
+                    summary = f"skipped: {err}"
+                except FileNotFoundError as err:  # a file removed while this run read it (same cause)
+                    summary = f"skipped: {err.filename or err} was removed while this run read it"
+                runs += 1
+                stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                log(f"{stamp} worker {kind} run {runs}: {summary} ({(time.monotonic() - started) * 1000:.0f} ms)")
+                if max_runs is None or runs < max_runs:
+                    stop.wait(interval_s)
+        finally:
+            lock.close()
     log(f"worker {kind} stopped after {runs} run(s)")
     return runs

@@ -87,16 +87,22 @@ def test_an_old_clean_left_active_hides_no_archived_commit(tmp_path: Path, seed:
         assert _rows(reopened, since=old_clean.time, source=source) == since_clean, source
 
 
+def _three_commits(tmp_path: Path, seed: int) -> tuple[Table, LocalWriter, dict, random.Random]:
+    """A table with three upserts of the same keys (archival by hand only), its writer, the model, the rng."""
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], precombine_field=None)
+    writer = LocalWriter(table, coordinator=RETAIN_LITTLE)
+    model: dict = {}
+    rng = random.Random(seed)
+    for step in range(3):
+        _upsert(writer, model, rng, step, keys=[0, 1])
+    return table, writer, model, rng
+
+
 def test_a_rolled_back_instant_stays_undone_while_its_rollback_is_active(tmp_path: Path) -> None:
     """A write rolled back, every write before it archived, its rollback still active (Java keeps rollbacks by
     count): a file a paused writer lands afterwards under the undone instant is not read as archived-completed."""
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], precombine_field=None)
+    table, writer, model, rng = _three_commits(tmp_path, seed=7)
     config = RETAIN_LITTLE
-    writer = LocalWriter(table, coordinator=config)
-    model: dict = {}
-    rng = random.Random(7)
-    for step in range(3):
-        _upsert(writer, model, rng, step, keys=[0, 1])
     undone = table.new_instant_time(table.timeline())  # a writer that began, wrote nothing yet, and is gone
     table.timeline().create_requested(Instant(undone, COMMIT, State.REQUESTED))
     table.storage.write_bytes(f".hoodie/{Instant(undone, COMMIT, State.INFLIGHT).file_name}", b"{}")
@@ -128,13 +134,8 @@ def test_a_rolled_back_instant_stays_undone_after_its_rollback_is_archived(tmp_p
     a file. The standing rollback decision still says the instant never committed: no reader reads the file,
     and the writer, told at commit that it was rolled back, deletes it (it had refused: "completed or
     archived")."""
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], precombine_field=None)
+    table, writer, model, rng = _three_commits(tmp_path, seed=11)
     config = RETAIN_LITTLE
-    writer = LocalWriter(table, coordinator=config)
-    model: dict = {}
-    rng = random.Random(11)
-    for step in range(3):
-        _upsert(writer, model, rng, step, keys=[0, 1])
     paused = Transaction(table, config=config)
     undone = paused.begin().time
     rolled_back_by = rollback(table, Instant(undone, COMMIT, State.INFLIGHT))  # another process, lease lapsed
