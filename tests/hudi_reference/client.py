@@ -42,6 +42,21 @@ def installed_readers() -> dict[str, dict]:
     }
 
 
+def aws_jars(reader: str = DEFAULT_READER) -> list[str]:
+    """The DynamoDB lock jars installed beside `reader` (hudi-aws with the lock client and the AWS SDK Hudi
+    pins; scripts/install-hudi-reference.sh), or none."""
+    try:
+        jars = json.loads((reference_root() / "hudi-aws.json").read_text())[reader]["jars"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return jars if jars and all(os.path.isfile(jar) for jar in jars) else []
+
+
+# The reference only ever talks to endpoints on 127.0.0.1: dummy credentials, and the region Hudi 0.15's
+# DynamoDB client (built with an endpoint but no region) takes from the SDK's chain.
+LOCAL_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+
+
 def _descendants(pid: int) -> list[int]:
     """Every process below `pid`, deepest first (from /proc's children lists)."""
     found: list[int] = []
@@ -112,11 +127,12 @@ class HudiReference:
         self._log = open(self.log_path, "wb")
         self._next = 0
         self._reads = 0
-        env = {**os.environ, "PYSPARK_PYTHON": self.spec["python"], "SPARK_LOCAL_IP": "127.0.0.1"}
+        env = {**LOCAL_AWS, **os.environ, "PYSPARK_PYTHON": self.spec["python"], "SPARK_LOCAL_IP": "127.0.0.1"}
         for name in ("SPARK_HOME", "PYTHONPATH", "PYSPARK_SUBMIT_ARGS", "VIRTUAL_ENV"):
             env.pop(name, None)  # the project venv's pyspark 4 must not leak into the reference's
+        jars = ",".join([self.spec["jar"], *aws_jars(reader)])  # Hudi's DynamoDB lock provider too, when installed
         self.process = subprocess.Popen(
-            [self.spec["python"], str(SERVER), "--jar", self.spec["jar"], "--memory", memory],
+            [self.spec["python"], str(SERVER), "--jar", jars, "--memory", memory],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

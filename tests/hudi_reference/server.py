@@ -176,7 +176,7 @@ def handle(spark, request: dict) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--jar", required=True)
+    parser.add_argument("--jar", required=True, help="the Hudi bundle, then any further jars (comma-separated)")
     parser.add_argument("--memory", default="1g")
     parser.add_argument("--scratch", default=None)
     args = parser.parse_args()

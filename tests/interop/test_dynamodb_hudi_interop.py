@@ -11,8 +11,6 @@ heartbeating) or Tandem's earlier layout would leave them.
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 import uuid
@@ -22,7 +20,7 @@ import pytest
 
 from locks.config import open_lock, uri_from_hudi_config
 from locks.dynamodb_lock import FENCE_SUFFIX, KEY_ATTRIBUTE, DynamoDBLock
-from tests.hudi_reference.client import reference_root
+from tests.hudi_reference.client import aws_jars
 from tests.hudi_reference.gateway import java_gateway, missing, reference_spec
 from timeline.errors import LockError
 
@@ -33,20 +31,11 @@ LEASE_S = LEASE_MS / 1000
 UUID_TEXT = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 
 
-def _aws_jars() -> list[str] | None:
-    """The DynamoDB lock jars beside the hudi-0.15 reader (scripts/install-hudi-reference.sh)."""
-    try:
-        jars = json.loads((reference_root() / "hudi-aws.json").read_text())["hudi-0.15"]["jars"]
-    except (OSError, ValueError, KeyError):
-        return None
-    return jars if jars and all(os.path.isfile(jar) for jar in jars) else None
-
-
 @pytest.fixture(scope="module")
 def jvm(tmp_path_factory):
     """One JVM with Hudi 0.15's bundle and hudi-aws for every case here; a skip only outside CI when not installed."""
-    spec, jars = reference_spec(), _aws_jars()
-    if spec is None or jars is None:
+    spec, jars = reference_spec(), aws_jars()
+    if spec is None or not jars:
         missing("the Hudi 0.15 reference or its DynamoDB lock jars")
     # Hudi 0.15 builds its DynamoDbClient with an endpoint but no region: the SDK's chain supplies it, and the
     # credentials (its system properties come first in that chain).

@@ -1,11 +1,13 @@
 """Java Hudi and Tandem writing one table at the same time, both given the same `hoodie.write.lock.*` keys
-(ZooKeeper; Hudi's optimistic concurrency control with LAZY rollback of failed writes on the Java side), both with
+(ZooKeeper, and DynamoDB through the AWS DynamoDB Lock Client; Hudi's optimistic concurrency control with LAZY
+rollback of failed writes on the Java side), both with
 `hoodie.metadata.enable=false`: a metadata table is one engine's own (docs/design.md, "Sharing a table with Java
 Hudi"), so mixed writers share the table without one.
 
 Rounds: disjoint partitions at once (both must commit), the same file group at once (whatever commits must be a
 serial order of the acknowledged writes), Tandem killed holding the lock, Tandem frozen holding the lock past its
-ZooKeeper session while Java commits over the same file group (Tandem must not commit), a Java driver frozen
+ZooKeeper session or DynamoDB lease (4 s here, given by `--lock`: Hudi's keys carry no lease for Tandem) while
+Java commits over the same file group (Tandem must not commit), a Java driver frozen
 while it writes its files while Tandem commits the same file group (Java must not commit), and a Java driver
 SIGKILLed mid-write. A Java driver frozen while it *holds* the lock is not tested: Java writes no fencing token, so
 nothing can stop its commit after it resumes (docs/design.md). After every round Tandem's reader and Java's
@@ -23,6 +25,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import boto3
 import pytest
 
 from tests.conftest import wait_until
@@ -40,6 +43,8 @@ from tests.hudi_reference.shared_table import (
 )
 
 ZK_PROVIDER = "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"
+DDB_PROVIDER = "org.apache.hudi.aws.transaction.lock.DynamoDBBasedLockProvider"
+LOCK = "--lock"  # a settings entry passed to Tandem as `--lock URI`, not `--set`
 CONFLICT_EXIT, LOCK_EXIT = 3, 4
 TRIPS = {
     "hoodie.table.name": "trips",
@@ -54,9 +59,9 @@ def key(row: dict) -> object:
     return row["id"]
 
 
-@pytest.fixture
-def shared(zookeeper, tmp_path):
-    """The table (no metadata table) and the settings each side is given."""
+@pytest.fixture(params=["zookeeper", "dynamodb"])
+def shared(request, tmp_path):
+    """The table (no metadata table) and the settings each side is given, for one lock service."""
     from coordinator.config import CoordinatorConfig
     from coordinator.write.writer import LocalWriter
     from timeline.table import Table
@@ -72,16 +77,41 @@ def shared(zookeeper, tmp_path):
         "hoodie.cleaner.policy.failed.writes": "LAZY",
         "hoodie.client.heartbeat.interval_in_ms": "2000",  # expired after 4 s: a loaded machine's writes outlive 2
         "hoodie.client.heartbeat.tolerable.misses": "1",
-        "hoodie.write.lock.provider": ZK_PROVIDER,
-        "hoodie.write.lock.zookeeper.url": zookeeper.hosts,  # with the port: Hudi never reads `.port`
-        "hoodie.write.lock.zookeeper.base_path": f"/hudi/mixed-{uuid.uuid4().hex[:8]}",
-        "hoodie.write.lock.zookeeper.lock_key": "trips",
-        "hoodie.write.lock.zookeeper.session_timeout_ms": "4000",
-        "hoodie.write.lock.zookeeper.connection_timeout_ms": "3000",
-        "hoodie.write.lock.wait_time_ms": "60000",
+        "hoodie.write.lock.wait_time_ms": "60000",  # DynamoDB: also Java's own lease
     }
-    java = {**TRIPS, **common, "hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
-    return path, model, java, common
+    tag = uuid.uuid4().hex[:8]
+    if request.param == "zookeeper":
+        lock = {
+            "hoodie.write.lock.provider": ZK_PROVIDER,
+            "hoodie.write.lock.zookeeper.url": request.getfixturevalue("zookeeper").hosts,  # Hudi never reads .port
+            "hoodie.write.lock.zookeeper.base_path": f"/hudi/mixed-{tag}",
+            "hoodie.write.lock.zookeeper.lock_key": "trips",
+            "hoodie.write.lock.zookeeper.session_timeout_ms": "4000",
+            "hoodie.write.lock.zookeeper.connection_timeout_ms": "3000",
+        }
+        tandem = {**common, **lock}
+    else:
+        request.getfixturevalue("aws_env")
+        endpoint = request.getfixturevalue("moto").url
+        lock = {
+            "hoodie.write.lock.provider": DDB_PROVIDER,
+            "hoodie.write.lock.dynamodb.table": f"locks-{tag}",
+            "hoodie.write.lock.dynamodb.partition_key": "trips",
+            "hoodie.write.lock.dynamodb.region": "us-east-1",
+            "hoodie.write.lock.dynamodb.endpoint_url": endpoint,
+        }
+        uri = f"dynamodb://locks-{tag}?region=us-east-1&endpoint={endpoint}&lock_key=trips&lease_ms=4000"
+        # The lock table exists before the writers race: Hudi 0.15's provider creates a missing table and fails
+        # on `ResourceInUseException` when another writer created it meanwhile (docs/design.md).
+        boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1").create_table(
+            TableName=f"locks-{tag}",
+            KeySchema=[{"AttributeName": "key", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "key", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        tandem = {**common, LOCK: uri}
+    java = {**TRIPS, **common, **lock, "hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+    return path, model, java, tandem
 
 
 def _tandem_write(tmp_path: Path, path: str, settings: dict, changed, name: str, env: dict | None = None):
@@ -94,7 +124,11 @@ def _tandem_write(tmp_path: Path, path: str, settings: dict, changed, name: str,
 
 
 def _sets(settings: dict) -> list[str]:
-    return [arg for setting, value in settings.items() for arg in ("--set", f"{setting}={value}")]
+    return [
+        arg
+        for setting, value in settings.items()
+        for arg in ((LOCK, value) if setting == LOCK else ("--set", f"{setting}={value}"))
+    ]
 
 
 def _java_outcome(java_hudi) -> bool:
@@ -105,7 +139,7 @@ def _java_outcome(java_hudi) -> bool:
         return True
     except HudiError as err:
         refused = "ConflictException" in str(err.java_class) or "conflict" in str(err).lower()
-        assert refused or "Heartbeat for instant" in str(err), err
+        assert refused or "Heartbeat for instant" in str(err), (err, err.error.get("java_causes"))
         return False
 
 
@@ -157,7 +191,7 @@ def test_java_and_tandem_write_one_table_at_once(java_hudi, shared, tmp_path):
     assert acknowledged, "both writers refused"
     model = _settle(java_hudi, tmp_path, path, model, acknowledged, "same group")
 
-    # 3. Tandem killed holding the lock: Java waits out its ZooKeeper session and commits
+    # 3. Tandem killed holding the lock: Java waits out its ZooKeeper session (DynamoDB lease) and commits
     doomed = _tandem_write(
         tmp_path, path, settings, rows((3, "x", "b", 300.0, 4)), "r3", {"TANDEM_PAUSE_AT": "commit.locked"}
     )
@@ -169,7 +203,7 @@ def test_java_and_tandem_write_one_table_at_once(java_hudi, shared, tmp_path):
     ok("recover", path, *_sets(settings))
     model = _settle(java_hudi, tmp_path, path, model, [java_rows], "tandem killed")
 
-    # 4. Tandem frozen holding the lock past its session; Java commits the same file group; Tandem resumes
+    # 4. Tandem frozen holding the lock past its session (lease); Java commits the same file group; Tandem resumes
     frozen = _tandem_write(
         tmp_path, path, settings, rows((6, "x", "a", 600.0, 5)), "r4", {"TANDEM_PAUSE_AT": "commit.locked"}
     )
