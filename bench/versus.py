@@ -10,6 +10,7 @@ read by both (the format is the same); every write keeps all its fsyncs.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import shutil
@@ -44,10 +45,10 @@ def _imports() -> dict:
 
 
 def _read(api: dict, plan, where: str):
-    try:
-        return api["read_plan"](plan)
-    except TypeError:  # before the plan carried its filter
+    """The rows of the plan with the filter applied: before the plan carried its filter, it was passed again."""
+    if "where" in inspect.signature(api["read_plan"]).parameters:
         return api["read_plan"](plan, where)
+    return api["read_plan"](plan)
 
 
 def child(kind: str, workdir: Path, table_path: str) -> list[float]:
@@ -93,9 +94,14 @@ def build_table(path: Path) -> None:
 
 
 def _run_child(tree: Path, kind: str, workdir: Path, table: Path) -> list[float]:
-    """This file run with `tree` first on the path, so every Tandem module comes from that tree."""
+    """This file run with `tree` first on the path, so every Tandem module comes from that tree (loaded from its
+    path: run as a script, its folder would come first and bench/locks.py would hide the `locks` package)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    command = [sys.executable, __file__, "--child", kind, "--workdir", str(workdir), "--table", str(table)]
+    loader = (
+        f"import importlib.util as u; s = u.spec_from_file_location('versus_child', {__file__!r}); "
+        "m = u.module_from_spec(s); s.loader.exec_module(m); m.main()"
+    )
+    command = [sys.executable, "-c", loader, "--child", kind, "--workdir", str(workdir), "--table", str(table)]
     out = subprocess.run(
         [*command, "--tree", str(tree)],
         cwd=tree,

@@ -28,9 +28,7 @@ def test_the_cache_keeps_the_most_recently_used_entries_that_fit(steps, max_entr
         cache.put(key, value)
         if key in held:
             model.remove((key, held[key]))
-            model.append((key, held[key]))  # the first value stays
-        else:
-            model.append((key, value))
+        model.append((key, value))  # the newest value replaces the old
         while len(model) > 1 and (
             (max_entries is not None and len(model) > max_entries)
             or (max_bytes is not None and sum(v for _, v in model) > max_bytes)

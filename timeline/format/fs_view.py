@@ -28,6 +28,7 @@ class FileGroup:
 
 LISTING_THREADS = 16
 
+_GROUP_SCHEMA = pa.schema([("partition", pa.string()), ("file_id", pa.string()), ("instant", pa.string())])
 FILES_SCHEMA = pa.schema(
     [
         ("partition", pa.string()),
@@ -102,16 +103,20 @@ class FileSystemView:
 
     def latest_table(self) -> pa.Table:
         """The latest base files as a FILES_SCHEMA table (what the scan planner works on)."""
-        return latest_files(files_table(self.committed), self.timeline, self.as_of)
+        return files_table(self.latest_base_files())
 
     def latest_base_files(self, partition: str | None = None) -> list[BaseFile]:
-        """The latest base file of each live file group, as `latest_files` chooses them (the one rule, for
+        """The latest base file of each live file group, as `latest_mask` chooses them (the one rule, for
         listings from storage and from the metadata table alike), in group order."""
         if self._latest is None:
-            chosen = self.latest_table()
-            names = set(zip(chosen.column("partition").to_pylist(), chosen.column("file").to_pylist(), strict=True))
-            by_group = {(f.partition, f.file_id): f for f in self.committed if (f.partition, f.name) in names}
-            self._latest = [by_group[key] for key in sorted(by_group)]
+            columns = {
+                "partition": [f.partition for f in self.committed],
+                "file_id": [f.file_id for f in self.committed],
+                "instant": [f.instant for f in self.committed],
+            }
+            keep = latest_mask(pa.table(columns, schema=_GROUP_SCHEMA), self.timeline, self.as_of)
+            chosen = [f for f, kept in zip(self.committed, keep.tolist(), strict=True) if kept]
+            self._latest = sorted(chosen, key=lambda f: (f.partition, f.file_id))
         return [f for f in self._latest if partition is None or f.partition == partition]
 
     def all_base_files(self) -> list[BaseFile]:
@@ -145,16 +150,30 @@ def latest_files(listing: pa.Table, timeline: ActiveTimeline, as_of: str | None)
     """
     files = listing.select(FILES_SCHEMA.names)
     canonical_all(pc.unique(files.column("partition")), "metadata table listing", CorruptInstantError)
+    return files.filter(pa.array(latest_mask(files, timeline, as_of), pa.bool_()))
+
+
+def latest_mask(files: pa.Table, timeline: ActiveTimeline, as_of: str | None) -> np.ndarray:
+    """The one rule, over the `partition`, `file_id` and `instant` columns of a listing: which rows are the
+    latest base file of a live file group as of `as_of` (files after it and replaced groups dropped, the newest
+    instant of each group kept)."""
+    live = np.ones(files.num_rows, dtype=bool)
     if as_of is not None:
-        files = files.filter(pc.less_equal(files.column("instant"), as_of))
+        live &= pc.less_equal(files.column("instant"), as_of).to_numpy(zero_copy_only=False)
     replaced = timeline.replaced_file_ids(as_of)
     if replaced:
         groups = pc.binary_join_element_wise(files.column("partition"), files.column("file_id"), "\x00")
-        files = files.filter(pc.invert(pc.is_in(groups, pa.array(["\x00".join(k) for k in replaced], pa.string()))))
-    return files.filter(_newest_of_each_group(files))
+        gone = pc.is_in(groups, pa.array(["\x00".join(k) for k in replaced], pa.string()))
+        live &= ~gone.to_numpy(zero_copy_only=False)
+    if live.all():
+        return _newest_of_each_group(files)
+    rows = np.nonzero(live)[0]
+    keep = np.zeros(files.num_rows, dtype=bool)
+    keep[rows[_newest_of_each_group(files.take(rows))]] = True
+    return keep
 
 
-def _newest_of_each_group(files: pa.Table) -> pa.Array:
+def _newest_of_each_group(files: pa.Table) -> np.ndarray:
     """The rows to keep: the newest instant of each (partition, file id) group. Most file ids occur once,
     so only the rows of file ids that occur several times are compared one by one."""
     codes = files.column("file_id").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
@@ -168,4 +187,4 @@ def _newest_of_each_group(files: pa.Table) -> pa.Array:
         if group not in newest or instant > newest[group][0]:
             newest[group] = (instant, row)
     keep[[row for _, row in newest.values()]] = True
-    return pa.array(keep, pa.bool_())
+    return keep

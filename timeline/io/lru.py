@@ -50,11 +50,11 @@ class LruCache(Generic[K, V]):
             return len(self._entries)
 
     def put(self, key: K, value: V) -> None:
-        """Keep `value` as the newest entry; an entry another thread put meanwhile is kept (same content)."""
+        """Keep `value` as the newest entry under `key`, replacing what was there."""
         with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return
+            old = self._entries.pop(key, None)
+            if old is not None and self._size is not None:
+                self._bytes -= self._size(key, old)
             self._entries[key] = value
             if self._size is not None:
                 self._bytes += self._size(key, value)
