@@ -41,10 +41,10 @@ from chaos.nemesis_writer import HOT_KEYS, partition_of
 from chaos.scenarios import run_service
 from chaos.servers import MotoServer, ZooKeeperServer
 from coordinator.config import CoordinatorConfig
-from coordinator.protocol.archival import BUNDLE_PREFIX, read_bundle
 from coordinator.services.steps import recover_table
 from coordinator.services.worker import worker_command
 from coordinator.write.writer import LocalWriter
+from timeline.format.active_timeline import BUNDLE_PREFIX, read_bundle
 from timeline.format.instant import ROLLBACK, WRITE_ACTIONS
 from timeline.table import ARCHIVED_FOLDER, Table
 

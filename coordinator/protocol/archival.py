@@ -30,7 +30,7 @@ from coordinator.protocol import conflicts
 from timeline.crash_points import crash_point, register
 from timeline.errors import CorruptInstantError
 from timeline.format import outcome, partition_path
-from timeline.format.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
+from timeline.format.active_timeline import ARCHIVED_FOLDER, BUNDLE_PREFIX, ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata
 from timeline.format.instant import DELTA_COMMIT, ROLLBACK, WRITE_ACTIONS, Instant, State
 from timeline.mdt import layout
@@ -39,8 +39,6 @@ from timeline.table import TEMP_DIR, Table
 BUNDLE_WRITTEN = register("archive.bundle", "archive bundle written, instants still active")
 INSTANT_ARCHIVED = register("archive.instant", "one archived instant removed from the active timeline")
 MDT_BUNDLE_WRITTEN = register("archive.mdt.bundle", "MDT archive bundle written")
-
-BUNDLE_PREFIX = "tandem.archive."
 
 
 @dataclass
@@ -62,25 +60,6 @@ def _bundle(timeline: ActiveTimeline, instants: list[Instant]) -> bytes:
             entry["content"] = base64.b64encode(body).decode()
             lines.append(json.dumps(entry, sort_keys=True))
     return ("\n".join(lines) + "\n").encode()
-
-
-def read_bundle(data: bytes) -> list[dict]:
-    """Entries of one archive bundle (for tools and tests)."""
-    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
-
-
-def archived_completed(timeline: ActiveTimeline, time: str) -> bool:
-    """True if an archive bundle of this timeline holds `time` completed (bundles are named by their range)."""
-    if timeline.instants and time >= timeline.earliest_time():
-        return False
-    for name in timeline.archived_files:
-        first, _, last = name.removeprefix(BUNDLE_PREFIX).removesuffix(".jsonl").partition("_")
-        if not name.startswith(BUNDLE_PREFIX) or not first <= time <= last:
-            continue
-        data = timeline.storage.read_bytes(f"{timeline.meta_dir}/{ARCHIVED_FOLDER}/{name}")
-        if any(e["time"] == time and e["state"] == State.COMPLETED.value for e in read_bundle(data)):
-            return True
-    return False
 
 
 def _move(timeline: ActiveTimeline, instants: list[Instant], crash: str) -> None:

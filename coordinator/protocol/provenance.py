@@ -19,7 +19,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 
-from coordinator.protocol import archival
 from timeline.errors import BadInputError, RefusedDeleteWarning
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.file_names import BaseFile, parse_base_file, split_path
@@ -45,7 +44,7 @@ def refuse(paths: list[str], why: str) -> None:
 
 def is_committed(timeline: ActiveTimeline, time: str) -> bool:
     """`time` completed on the active timeline, or held completed by one of its archive bundles."""
-    return time in timeline.completed_times() or archival.archived_completed(timeline, time)
+    return time in timeline.completed_times() or timeline.archived_completed(time)
 
 
 def undoable(timeline: ActiveTimeline, time: str, paths: Iterable[str]) -> list[str]:

@@ -14,7 +14,6 @@ import pytest
 
 from chaos.checker import check_table
 from coordinator.config import CoordinatorConfig
-from coordinator.protocol.archival import read_bundle
 from coordinator.protocol.heartbeat import is_expired
 from coordinator.protocol.transaction import TOKEN_KEY, Transaction
 from coordinator.services.steps import CompactionReport, clean
@@ -22,6 +21,7 @@ from coordinator.write.writer import LocalWriter
 from tests.conftest import FAST_FILE_LOCK, tandem, wait_until
 from timeline.crash_points import SimulatedCrash, simulate
 from timeline.errors import BadInputError, ConflictError, TandemError
+from timeline.format.active_timeline import read_bundle
 from timeline.table import Table
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,7 +23,8 @@ from coordinator.protocol.rollback import rollback
 from coordinator.protocol.transaction import Transaction
 from coordinator.services.steps import clean
 from coordinator.write.writer import LocalWriter
-from timeline.errors import FencedError
+from timeline.errors import DamagedInstantWarning, FencedError
+from timeline.format import outcome
 from timeline.format.instant import CLEAN, COMMIT, Instant, State
 from timeline.mdt.health import MetadataFallbackWarning
 from timeline.query.reader import read_plan
@@ -158,3 +159,28 @@ def test_a_rolled_back_instant_stays_undone_after_its_rollback_is_archived(tmp_p
     with pytest.raises(FencedError, match="no longer inflight"):
         paused.commit()
     assert not (Path(table.uri) / zombie).exists()
+
+
+def test_a_stray_rollback_record_or_junk_beside_the_decisions_never_hides_an_archived_commit(tmp_path: Path) -> None:
+    """A recovery that thought a write pending, paused, and claimed its rollback after the write committed and
+    was archived (its commit decision forgotten) leaves a rollback record for a commit: the archive bundle
+    holding the commit wins. Junk among the records (a non-instant name, a temp file a crash left, a damaged
+    record) is passed over; a damaged one is reported."""
+    table, writer, model, rng = _three_commits(tmp_path, seed=5)
+    first = table.timeline().completed_writes()[0].time
+    for step in range(10, 14):
+        _upsert(writer, model, rng, step, keys=[2, 3])
+    assert first in archive_data(table, 2, 3)
+    assert outcome.read(table.storage, first) is None  # archival forgot the commit decision
+    assert outcome.claim(table.storage, first, outcome.ROLLBACK).mine  # the stray claim lands
+    folder = Path(table.uri) / outcome.OUTCOME_DIR
+    (folder / ".DS_Store").write_bytes(b"\x00junk")
+    (folder / f"{first}.{'0' * 32}.tmp").write_bytes(b"")
+    (folder / "20000101000000000").write_bytes(b"not a decision\n")
+    reopened = Table.open(table.uri)
+    with pytest.warns(DamagedInstantWarning, match="20000101000000000"):
+        assert reopened.timeline().is_completed_or_archived(first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DamagedInstantWarning)  # asserted above
+        for source in ("auto", "storage"):
+            assert _rows(Table.open(table.uri), source=source) == model, source

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,6 +18,7 @@ from timeline.format.instant import (
     WRITE_ACTIONS,
     Instant,
     State,
+    is_instant_time,
     parse_instant_file,
 )
 from timeline.format.table_config import HOODIE_DIR
@@ -24,6 +26,8 @@ from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
 
 ARCHIVED_FOLDER = "archived"
+BUNDLE_PREFIX = "tandem.archive."  # Tandem's archive bundles: `tandem.archive.<first>_<last>.jsonl`
+MDT_SUFFIX = "/.hoodie/metadata"  # a storage rooted here holds the MDT, whose timeline has no decision records
 CACHED_INSTANT_BYTES = 16 << 20
 _READS: LruCache[tuple[str, int, int], bytes] = LruCache(max_bytes=CACHED_INSTANT_BYTES, size=lambda _, data: len(data))
 
@@ -149,19 +153,46 @@ class ActiveTimeline:
         rollback instant that removed them is archived. A writer paused past that rollback (and its archival)
         can still land a file afterwards, which would otherwise pass for an archived commit's. Archival drops
         commit decisions and keeps rollback ones, so this is one listing and a read of the few old records.
+
+        A record that vanishes while it is read (archival forgetting a commit decision) or is not an instant's
+        is passed over; a damaged one is reported and passed over (it proves nothing). A rollback record for
+        an instant an archive bundle holds completed is stray (claimed by a process that thought it pending
+        after the commit's own decision was forgotten) and is ignored: the bundle is the evidence.
         """
-        if self.meta_dir != HOODIE_DIR or not self.instants:
+        if self.meta_dir != HOODIE_DIR or self.storage.base_uri.endswith(MDT_SUFFIX) or not self.instants:
             return set()
         earliest = self.earliest_write_time()
         found = set()
         for entry in self.storage.list_dir(outcome.OUTCOME_DIR):
-            if entry.base_name >= earliest or entry.base_name in self.completed_times():
+            time = entry.base_name
+            if not is_instant_time(time) or time >= earliest or time in self.completed_times():
                 continue
-            path = outcome.outcome_path(entry.base_name)
-            data = _cached_read(self.storage, path, (int(entry.size or 0), int(entry.mtime_ns or 0)))
-            if outcome.decode(data, self.storage.uri(path)).is_rollback:
-                found.add(entry.base_name)
+            path = outcome.outcome_path(time)
+            try:
+                data = _cached_read(self.storage, path, (int(entry.size or 0), int(entry.mtime_ns or 0)))
+                decided = outcome.decode(data, self.storage.uri(path))
+            except FileNotFoundError:
+                continue
+            except CorruptInstantError as err:
+                warnings.warn(f"{err}; not used", DamagedInstantWarning, stacklevel=2)
+                continue
+            if decided.is_rollback and not self.archived_completed(time):
+                found.add(time)
         return found
+
+    def archived_completed(self, time: str) -> bool:
+        """True if one of this timeline's archive bundles holds `time` completed (bundles are named by their
+        range, so only those whose range covers `time` are read)."""
+        if self.instants and time >= self.earliest_time():
+            return False
+        for name in self.archived_files:
+            first, _, last = name.removeprefix(BUNDLE_PREFIX).removesuffix(".jsonl").partition("_")
+            if not name.startswith(BUNDLE_PREFIX) or not first <= time <= last:
+                continue
+            data = self.storage.read_bytes(f"{self.meta_dir}/{ARCHIVED_FOLDER}/{name}")
+            if any(e["time"] == time and e["state"] == State.COMPLETED.value for e in read_bundle(data)):
+                return True
+        return False
 
     def rollback_target(self, rollback: Instant) -> dict:
         """The instant rollback `rollback` undoes (`{"commitTime", "action"}`), as its plan names it: the one
@@ -291,3 +322,8 @@ def _merge_compaction_commits(latest: dict[tuple[str, str], Instant]) -> list[In
             out.pop((time, COMMIT))
             out[(time, COMPACTION)] = Instant(time, COMPACTION, instant.state)
     return list(out.values())
+
+
+def read_bundle(data: bytes) -> list[dict]:
+    """The entries of one archive bundle: each state file of its instants, base64 content and all."""
+    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]

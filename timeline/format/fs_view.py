@@ -86,7 +86,9 @@ class FileSystemView:
         self.as_of = as_of
         replaced = timeline.replaced_file_ids(as_of)
         self.committed = [
-            f for f in files if not (as_of and f.instant > as_of) and timeline.is_completed_or_archived(f.instant)
+            f
+            for f in files
+            if not (as_of is not None and f.instant > as_of) and timeline.is_completed_or_archived(f.instant)
         ]
         groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
         for f in self.committed:

@@ -65,7 +65,7 @@ class ScanPlan:
     files: pa.Table
     schema: pa.Schema | None
     filter: Expr | None
-    residual: str | None = None
+    given_sql: str | None = None  # the filter as given, when it was DuckDB SQL text
     since: str | None = None
     until: str | None = None
     as_of: str | None = None
@@ -77,6 +77,17 @@ class ScanPlan:
     ranges: dict[tuple[str, str], dict[str, ColumnRange]] | None = None
     partition_types: dict[str, pa.DataType] = field(default_factory=dict)
     count_pruned: Callable[[], int] = lambda: 0
+
+    @functools.cached_property
+    def residual(self) -> str | None:
+        """The whole filter as DuckDB SQL, for a reader that applies it to the rows: the text as given, else the
+        parsed tree written back, only when asked (a tree whose literals SQL cannot spell still plans)."""
+        if self.given_sql is not None or self.filter is None:
+            return self.given_sql
+        try:
+            return to_sql(self.filter, "duckdb")
+        except ValueError as err:
+            raise BadInputError(f"the filter cannot be applied to the rows read: {err}") from err
 
     def noted(self, note: str) -> ScanPlan:
         """The same plan with one more note (what a connector did not use for pruning, say)."""
@@ -181,7 +192,7 @@ def plan_scan(
         files,
         schema,
         expr,
-        residual=_residual(where, expr, dialect),
+        given_sql=where if isinstance(where, str) and dialect == "duckdb" else None,
         since=since,
         until=until,
         as_of=as_of,
@@ -193,13 +204,6 @@ def plan_scan(
         partition_types=types,
         count_pruned=count_pruned,
     )
-
-
-def _residual(where: Expr | str | None, expr: Expr | None, dialect: str) -> str | None:
-    """The whole filter as DuckDB SQL, for the reader: the text as given when it is DuckDB's already."""
-    if isinstance(where, str) and dialect == "duckdb":
-        return where
-    return to_sql(expr, "duckdb") if expr is not None else None
 
 
 class _Lister:
