@@ -396,7 +396,9 @@ class Transaction:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc_type is None and self._outcome is not None:  # committed inside the block
+        if exc_type is None and self._outcome is not None:  # handed to commit inside the block
+            if not self.instant.is_completed:  # it failed and the caller went on: undo it all the same
+                self.abort()
             return
         if exc_type is None:
             try:
@@ -405,6 +407,9 @@ class Transaction:
                 self.abort()
                 raise
         elif issubclass(exc_type, Exception):
+            if self._outcome is not None:  # the commit itself failed: undo, and let its own error through
+                self.abort()
+                return
             by_another = not issubclass(exc_type, TandemError) and self._rolled_back_by_another()
             self.abort()
             if by_another:
