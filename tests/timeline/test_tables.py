@@ -283,19 +283,31 @@ def test_an_interrupted_write_returns_only_once_no_file_of_it_is_still_being_wri
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], with_metadata=True)
     writer = LocalWriter(table)
     original = LocalWriter.write_file
-    raised, finished = threading.Event(), []
+    interrupted, raised, finished = threading.Event(), threading.Event(), []
+
+    def on_interrupt(signum, frame):  # Python's own handler, which also says when the main thread took it
+        interrupted.set()
+        raise KeyboardInterrupt
 
     def interrupting(self, txn, write, task, token=None):
         if task == 0:
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-        raised.wait(timeout=1)  # a writer that did not wait for its threads has raised by now
+        # the files already being written wait until the main thread has taken the interrupt, then a little
+        # longer: a writer that did not wait for them has returned by then, and a file would land after it
+        assert interrupted.wait(timeout=60), "the main thread never took the interrupt"
+        raised.wait(timeout=1)
         stat = original(self, txn, write, task, token)
         finished.append(stat.path)
         return stat
 
     monkeypatch.setattr(LocalWriter, "write_file", interrupting)
-    with pytest.raises(KeyboardInterrupt):
-        writer.write(pa.table({"id": list(range(12)), "p": [f"p{i}" for i in range(12)], "v": [1] * 12}), "insert")
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rows = pa.table({"id": list(range(12)), "p": [f"p{i}" for i in range(12)], "v": [1] * 12})
+            writer.write(rows, "insert")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     landed = sorted(p.name for p in (tmp_path / "t").rglob("*.parquet") if ".hoodie" not in p.parts)
     raised.set()
     threads = writer.io_threads
