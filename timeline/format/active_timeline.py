@@ -21,7 +21,6 @@ from timeline.format.instant import (
     is_instant_time,
     parse_instant_file,
 )
-from timeline.format.table_config import HOODIE_DIR
 from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
 
@@ -34,7 +33,10 @@ _READS: LruCache[tuple[str, int, int], bytes] = LruCache(max_bytes=CACHED_INSTAN
 
 def _cached_read(storage: Storage, path: str, listed: tuple[int, int]) -> bytes:
     """Immutable timeline files, keyed by path and the size and time the listing gave: a commit reads the
-    same completed instants at begin, in its view and at commit, a request each on S3."""
+    same completed instants at begin, in its view and at commit, a request each on S3. Without a listed time
+    the size alone cannot name the content: read it."""
+    if not listed[1]:
+        return storage.read_bytes(path)
     key = (storage.full(path), *listed)
     found = _READS.get(key)
     if found is not None:
@@ -92,9 +94,14 @@ class ActiveTimeline:
         return [i for i in self.instants if i.is_completed and i.action in WRITE_ACTIONS]
 
     @cached_property
+    def _archived_listing(self) -> dict[str, tuple[int, int]]:
+        """Files of the archived timeline -> (size, mtime ns) as listed; listed only when a question needs them."""
+        infos = self.storage.list_dir(f"{self.meta_dir}/{ARCHIVED_FOLDER}")
+        return {i.base_name: (int(i.size or 0), int(i.mtime_ns or 0)) for i in infos}
+
+    @cached_property
     def archived_files(self) -> list[str]:
-        """Files of the archived timeline; listed only when a question needs them."""
-        return sorted(i.base_name for i in self.storage.list_dir(f"{self.meta_dir}/{ARCHIVED_FOLDER}"))
+        return sorted(self._archived_listing)
 
     @cached_property
     def _completed_times(self) -> frozenset[str]:
@@ -159,7 +166,7 @@ class ActiveTimeline:
         an instant an archive bundle holds completed is stray (claimed by a process that thought it pending
         after the commit's own decision was forgotten) and is ignored: the bundle is the evidence.
         """
-        if self.meta_dir != HOODIE_DIR or self.storage.base_uri.endswith(MDT_SUFFIX) or not self.instants:
+        if self.storage.base_uri.endswith(MDT_SUFFIX) or not self.instants:
             return set()
         earliest = self.earliest_write_time()
         found = set()
@@ -189,7 +196,8 @@ class ActiveTimeline:
             first, _, last = name.removeprefix(BUNDLE_PREFIX).removesuffix(".jsonl").partition("_")
             if not name.startswith(BUNDLE_PREFIX) or not first <= time <= last:
                 continue
-            data = self.storage.read_bytes(f"{self.meta_dir}/{ARCHIVED_FOLDER}/{name}")
+            path = f"{self.meta_dir}/{ARCHIVED_FOLDER}/{name}"
+            data = _cached_read(self.storage, path, self._archived_listing[name])  # a bundle never changes
             if any(e["time"] == time and e["state"] == State.COMPLETED.value for e in read_bundle(data)):
                 return True
         return False
