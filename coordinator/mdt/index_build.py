@@ -70,7 +70,8 @@ def index_file(config: TableConfig, mdt: MetadataTable, partition: str, name: st
                 columns = indexes.indexed_columns(config, parquet.schema_arrow)
                 found.column_stats = [r.to_record(partition, name) for r in ranges_of_parquet(parquet, columns)]
             if BLOOM_FILTERS in wanted:
-                found.bloom = indexes.bloom_record(config, partition, name, _keys(config, parquet))
+                keys = _keys(config, parquet)
+                found.bloom = indexes.bloom_record(config, partition, name, len(keys), [keys])
     except FileNotFoundError:
         found.error = "deleted while indexing"
     except (OSError, pa.ArrowException, ValueError) as err:

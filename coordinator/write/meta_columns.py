@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -12,8 +13,13 @@ from timeline.format.meta_fields import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, ME
 GENERATED = (COMMIT_TIME, COMMIT_SEQNO, FILE_NAME)  # meta columns a write makes, not derives
 
 
-def with_meta(rows: pa.Table, name: str, instant: str, task: int, populate_meta_fields: bool) -> pa.Table:
+def with_meta(
+    rows: pa.Table, name: str, instant: str, task: int, populate_meta_fields: bool, first_seqno: int = 0
+) -> pa.Table:
     """Fill meta columns of new rows (null commit time); carried-over rows keep theirs.
+
+    Row i of `rows` gets sequence number `first_seqno + i`: a file written in several
+    parts numbers its rows on from the part before.
 
     A merge puts its carried rows first, so the new rows are usually a suffix: their
     meta values are built for that suffix alone and appended to the carried rows'
@@ -32,11 +38,11 @@ def with_meta(rows: pa.Table, name: str, instant: str, task: int, populate_meta_
     )
     first = carried if suffix else 0
     fresh = {
-        COMMIT_TIME: pa.array([instant] * (n - first), pa.string()),
-        COMMIT_SEQNO: pa.array([f"{instant}_{task}_{i}" for i in range(first, n)], pa.string()),
+        COMMIT_TIME: pa.repeat(pa.scalar(instant, pa.string()), n - first),
+        COMMIT_SEQNO: seqnos(instant, task, first_seqno + first, n - first),
         KEY: rows.column(KEY).slice(first),
         PARTITION: rows.column(PARTITION).slice(first),
-        FILE_NAME: pa.array([name] * (n - first), pa.string()),
+        FILE_NAME: pa.repeat(pa.scalar(name, pa.string()), n - first),
     }
     if not carried:
         meta = [fresh[c] for c in META_COLUMNS]
@@ -46,6 +52,12 @@ def with_meta(rows: pa.Table, name: str, instant: str, task: int, populate_meta_
         is_new = pc.is_null(commit_time)  # row by row; if_else also unifies string with large_string
         meta = [pc.if_else(is_new, fresh[c], rows.column(c)) for c in META_COLUMNS]
     return pa.Table.from_arrays(meta + list(data.columns), names=META_COLUMNS + data_cols)
+
+
+def seqnos(instant: str, task: int, start: int, count: int) -> pa.Array:
+    """Hudi's `instant_task_index` sequence numbers for indexes start..start+count-1, built by Arrow kernels."""
+    numbers = pc.cast(pa.array(np.arange(start, start + count, dtype=np.int64)), pa.string())
+    return pc.binary_join_element_wise(pa.scalar(f"{instant}_{task}"), numbers, "_")
 
 
 def _chunks(column: pa.Array | pa.ChunkedArray) -> list[pa.Array]:

@@ -1,4 +1,4 @@
-"""The one place Tandem writes a data file's parquet (its leaves named by `timeline.index.parquet_leaves`)."""
+"""The one place Tandem opens a data file's parquet writer (its leaves named by `timeline.index.parquet_leaves`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 from timeline.index.parquet_leaves import leaf_columns
 
 
-def write_parquet(table: pa.Table, out: pa.NativeFile, row_group_size: int) -> pq.FileMetaData:
-    """The one place Tandem writes a data file.
+def open_parquet(out: pa.NativeFile, schema: pa.Schema) -> pq.ParquetWriter:
+    """A writer of one data file; its row groups are written as parts of the rows arrive.
 
     Float and double columns (nested ones too) get neither min/max statistics nor
     dictionary pages. pyarrow's statistics leave NaN out and tell -0.0 from 0.0,
@@ -17,7 +17,5 @@ def write_parquet(table: pa.Table, out: pa.NativeFile, row_group_size: int) -> p
     skips row groups by them (Spark's pushdown: `f > 5` drops a NaN, `f = 0`
     drops a -0.0) would lose rows SQL says match.
     """
-    exact = [path for path, dtype in leaf_columns(table.schema) if not pa.types.is_floating(dtype)]
-    with pq.ParquetWriter(out, table.schema, write_statistics=exact, use_dictionary=exact) as writer:
-        writer.write_table(table, row_group_size=row_group_size)
-    return writer.writer.metadata
+    exact = [path for path, dtype in leaf_columns(schema) if not pa.types.is_floating(dtype)]
+    return pq.ParquetWriter(out, schema, write_statistics=exact, use_dictionary=exact)

@@ -9,42 +9,42 @@ this one runs them in order inside one transaction.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Protocol
 
 import pyarrow as pa
 
 from coordinator.config import OPERATIONS, CoordinatorConfig
-from coordinator.protocol.transaction import WRITE_FILE, Begun, Transaction, WriteOutcome
+from coordinator.protocol.transaction import Begun, Transaction, WriteOutcome
 from coordinator.write import file_groups, tagging
 from coordinator.write.base_reads import BaseFileReads
 from coordinator.write.column_names import check_input_columns
 from coordinator.write.file_groups import FileWrite
-from coordinator.write.meta_columns import with_meta
-from coordinator.write.parquet_files import write_parquet
+from coordinator.write.new_files import BaseFileWriter, FileCounts, InsertFiles, InstantSink
 from coordinator.write.pool import IO_THREADS, LOCAL_IO_THREADS, each
-from coordinator.write.rows import KEY, PARTITION, dedupe, key_typed, row_keys, split_by, with_keys
+from coordinator.write.prefetch import prefetched
+from coordinator.write.rows import KEY, PARTITION, dedupe, key_typed, split_by, with_keys
 from coordinator.write.table_schema import existing_schema, target_schema
 from locks.base import LockProvider
 from timeline import table_schema
-from timeline.crash_points import crash_point
 from timeline.errors import BadInputError
 from timeline.format import keys
 from timeline.format.avro_schema import arrow_to_avro
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
-from timeline.format.file_names import PARTITION_METADATA, BaseFile, base_file_name, write_token
+from timeline.format.file_names import PARTITION_METADATA, BaseFile
 from timeline.format.fs_view import FileSystemView
 from timeline.format.instant import COMMIT, REPLACE_COMMIT
 from timeline.format.meta_fields import META_COLUMNS
 from timeline.format.schema_evolution import conform
 from timeline.io.read_once import reuse_reads
-from timeline.mdt import indexes as mdt_indexes
 from timeline.table import Table
 
 DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
+STREAMED = ("insert", "bulk_insert")  # operations that stream their input into new file groups
+INPUT_BATCH_ROWS = 128 * 1024  # rows of an in-memory input taken at a time by a streamed write
 DEFAULT_SMALL_FILE_LIMIT = 100 * 1024 * 1024
 
 
@@ -66,15 +66,6 @@ class WriteResult:
     @property
     def files_written(self) -> list[str]:
         return [s.path for s in self.metadata.write_stats()]
-
-
-class InstantSink(Protocol):
-    """Where a file's marker goes: the driver's transaction, or an executor's view of it."""
-
-    @property
-    def time(self) -> str: ...
-
-    def create_marker(self, path: str, kind: str = "CREATE") -> None: ...
 
 
 class LocalWriter:
@@ -188,50 +179,58 @@ class LocalWriter:
         `token` is the write token in the file name (Spark: partition-stage-attempt),
         so a retried task never overwrites its failed attempt's file.
         """
-        name = base_file_name(write.file_id, token or write_token(task), txn.time)
-        path = f"{write.partition}/{name}" if write.partition else name
-        self.ensure_partitions([write.partition], txn.time)
-        table = with_meta(write.rows, name, txn.time, task, self.config.populate_meta_fields)
-        txn.create_marker(path, "MERGE" if write.prev_commit != "null" else "CREATE")
-        with self.table.storage.open_output(path) as out:
-            footer = write_parquet(table, out, self.options.row_group_size)
-            size = out.tell()  # every byte written: the file's size, without asking storage
-        self.table.storage.sync_file(path)  # on the writing thread: Spark executors flush in parallel
-        crash_point(WRITE_FILE)
-        column_stats, bloom = mdt_indexes.records_for_file(
-            self.table.config, write.partition, name, table, row_keys(table, self.config), footer
-        )
-        return WriteStat(
-            file_id=write.file_id,
-            path=path,
-            partition_path=write.partition,
-            prev_commit=write.prev_commit,
-            num_writes=table.num_rows,
-            num_inserts=write.inserts,
-            num_update_writes=write.updates,
-            num_deletes=write.deletes,
-            total_write_bytes=size,
-            file_size_in_bytes=size,
-            column_stats=column_stats,
-            bloom_filter=bloom,
-        )
+        file = BaseFileWriter(self, txn, write.partition, write.file_id, task, token)
+        file.counts = FileCounts(write.prev_commit, write.inserts, write.updates, write.deletes)
+        try:
+            file.write(write.rows)
+            return file.close()
+        except BaseException:
+            file.abandon()
+            raise
 
-    def write(self, data: pa.Table, operation: str, on_begin: Callable[[str], None] | None = None) -> WriteResult:
+    def write(
+        self,
+        data: pa.Table | pa.RecordBatchReader,
+        operation: str,
+        on_begin: Callable[[str], None] | None = None,
+    ) -> WriteResult:
         """Write `data` as one instant; on any failure the instant is undone.
 
-        `on_begin` hears the instant time as soon as it is inflight (histories, progress).
+        An insert or bulk_insert streams `data` (a table or a reader of any size) into
+        its files with bounded memory; the other operations read a reader whole. A
+        table's keys and partition values are checked before the instant begins, a
+        reader's as its batches arrive. `on_begin` hears the instant time as soon as
+        it is inflight (histories, progress).
         """
         operation, action = resolve_operation(operation)
         check_input_columns(data.schema)  # bad input before begin
-        keys.partition_paths(data, self.config.partition_fields, self.config.hive_style)
+        if isinstance(data, pa.RecordBatchReader) and operation not in STREAMED:
+            data = data.read_all()
+        if isinstance(data, pa.Table):
+            keys.partition_paths(data, self.config.partition_fields, self.config.hive_style)
+        else:
+            data = self._first_checked(data)
         try:
             return self._write(data, operation, action, on_begin)
         finally:
             self.reads.clear()
             self._ensured.clear()
 
+    def _first_checked(self, reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
+        """The reader, its first batch's partition values checked before the write begins (a small input is
+        refused without a trace); later batches are checked as they arrive."""
+        first = next(iter(reader), None)
+        if first is None:
+            return reader
+        keys.partition_paths(pa.Table.from_batches([first]), self.config.partition_fields, self.config.hive_style)
+        return pa.RecordBatchReader.from_batches(reader.schema, itertools.chain([first], reader))
+
     def _write(
-        self, data: pa.Table, operation: str, action: str, on_begin: Callable[[str], None] | None
+        self,
+        data: pa.Table | pa.RecordBatchReader,
+        operation: str,
+        action: str,
+        on_begin: Callable[[str], None] | None,
     ) -> WriteResult:
         with ExitStack() as stack:
             with reuse_reads():  # the view reuses the MDT reads of the begin (nothing wrote there since)
@@ -248,17 +247,57 @@ class LocalWriter:
             incoming = table_schema.without_meta(data.schema)
             schema = target_schema(incoming, existing, operation)
             metadata = CommitMetadata(operation_type=operation.upper(), schema=arrow_to_avro(schema, self.config.name))
-            rows = self._prepare(data, operation, schema)
-            if operation in ("upsert", "delete"):
-                rows = self.dedupe(rows, self.record_identity())
-            writes, replaced = self._plan(operation, rows, view, schema)
-            metadata.partition_to_replace_file_ids = replaced if action == REPLACE_COMMIT else None
-            self.ensure_partitions([w.partition for w in writes], txn.time)  # one flush of their parents
-            files = range(len(writes))
-            for stat in each(lambda task: self.write_file(txn, writes[task], task), files, self.io_threads):
-                metadata.add(stat)
+            if operation in STREAMED:
+                rows_in = self._insert(txn, data, schema, metadata)
+            else:
+                rows_in = data.num_rows
+                self._rewrite(txn, data, operation, action, view, schema, metadata)
             txn.commit(WriteOutcome(metadata, known, marked_here=True))  # every file went through create_marker
-        return WriteResult(txn.time, operation, metadata, data.num_rows)
+        return WriteResult(txn.time, operation, metadata, rows_in)
+
+    def _insert(
+        self, txn: Transaction, data: pa.Table | pa.RecordBatchReader, schema: pa.Schema, metadata: CommitMetadata
+    ) -> int:
+        """Stream the input into new file groups (`new_files.InsertFiles`); the number of rows read."""
+        batches = data.to_reader(INPUT_BATCH_ROWS) if isinstance(data, pa.Table) else data
+        files = InsertFiles(self, txn, itertools.count().__next__, threads=self.io_threads)
+
+        def split(batch: pa.RecordBatch) -> tuple[int, list[tuple[str, pa.Table]]]:
+            rows = self._prepare(pa.Table.from_batches([batch]), "insert", schema)
+            return batch.num_rows, list(split_by(rows, PARTITION))
+
+        rows_in = 0
+        try:
+            for count, parts in prefetched(batches, split):
+                rows_in += count
+                files.add(parts)
+            for stat in files.finish():
+                metadata.add(stat)
+        except BaseException:
+            files.abandon()
+            raise
+        return rows_in
+
+    def _rewrite(
+        self,
+        txn: Transaction,
+        data: pa.Table,
+        operation: str,
+        action: str,
+        view: FileSystemView,
+        schema: pa.Schema,
+        metadata: CommitMetadata,
+    ) -> None:
+        """Upsert, delete and insert_overwrite: plan every file from the whole input, then write them."""
+        rows = self._prepare(data, operation, schema)
+        if operation in ("upsert", "delete"):
+            rows = self.dedupe(rows, self.record_identity())
+        writes, replaced = self._plan(operation, rows, view, schema)
+        metadata.partition_to_replace_file_ids = replaced if action == REPLACE_COMMIT else None
+        self.ensure_partitions([w.partition for w in writes], txn.time)  # one flush of their parents
+        files = range(len(writes))
+        for stat in each(lambda task: self.write_file(txn, writes[task], task), files, self.io_threads):
+            metadata.add(stat)
 
 
 def resolve_operation(operation: str) -> tuple[str, str]:

@@ -9,8 +9,10 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from unittest.mock import patch
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -25,9 +27,12 @@ from timeline.index.bloom import (
     BloomFilter,
     bloom_record,
     bloom_tombstone,
+    key_hashes,
 )
+from timeline.index.murmur3 import hash128
 
 REPO = Path(__file__).resolve().parents[2]
+HEADER_BYTES = 4 + 1 + 2 + 8 + 8 + 8  # magic, version, hashes, bits, entries, fpp
 KEYS = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
 # sha256 of the filter below: pins the hash function, the probe sequence and the byte layout, so a
 # change in any of them (or an mmh3 that hashes differently) is caught before it reaches a table
@@ -186,3 +191,24 @@ def test_a_filter_of_another_version_is_refused_not_misread():
     body = bytes(data[:-4])
     with pytest.raises(ValueError, match="version"):
         BloomFilter.from_bytes(body + zlib.crc32(body).to_bytes(4, "big"))
+
+
+@given(st.lists(KEYS, max_size=300), st.integers(1, 2000), st.sampled_from([1e-9, 1e-3, 0.3]), st.data())
+@settings(max_examples=60, deadline=None)
+def test_keys_added_in_batches_set_exactly_the_bits_of_every_probe(keys, entries, fpp, data):
+    """`add_hashed` walks the probes one step at a time without a modulo, in batches of any size, packed or
+    not: the bits it sets are exactly those of the closed-form positions (`_positions_of`), and the
+    Arrow-batch hash is the per-key one."""
+    halves = key_hashes(keys)
+    assert (hash128(pa.array(keys, pa.string())) == halves).all()
+    expected = np.zeros(BloomFilter(entries, fpp).num_bits, dtype=bool)
+    if keys:
+        expected[BloomFilter(entries, fpp)._positions_of(halves).ravel()] = True
+    packed_in_place = data.draw(st.booleans())
+    step = data.draw(st.integers(1, 64))
+    bloom = BloomFilter(entries, fpp)
+    with patch("timeline.index.bloom.ADD_KEYS", step):
+        with patch("timeline.index.bloom.UNPACKED_BITS", 0 if packed_in_place else bloom.num_bits):
+            for start in range(0, len(keys), step * 2):
+                bloom.add_hashed(halves[start : start + step * 2])
+    assert bloom.to_bytes()[HEADER_BYTES:-4] == np.packbits(expected, bitorder="little").tobytes()

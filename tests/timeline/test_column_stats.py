@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from timeline.index import column_ranges
 from timeline.index import column_stats as cs
-from timeline.index.column_ranges import STRING_PREFIX, ranges_of_parquet, ranges_of_table
+from timeline.index.column_ranges import STRING_PREFIX, RangeAccumulator, ranges_of_parquet, ranges_of_table
 from timeline.index.column_stats import (
     COLUMN_STATS_ARROW_SCHEMA,
     COLUMN_STATS_SCHEMA,
@@ -594,3 +594,27 @@ def test_parquet_from_a_path(tmp_path):
     assert [(r.column, r.min, r.max, r.null_count) for r in ranges] == [("a.b", "q", "r", 1), ("x", 1, 3, 0)]
     with pa.OSFile(str(path)) as handle:
         assert ranges_of_parquet(handle, ["a.b", "x"]) == ranges
+
+
+@given(tables(max_rows=30), st.data())
+@settings(suppress_health_check=[HealthCheck.too_slow])
+def test_ranges_accumulated_part_by_part_are_the_whole_tables(table, data):
+    """A streaming writer's ranges (one `add` per part it writes) equal those of all its rows at once, bound
+    for bound and flag for flag, wherever the parts are cut."""
+    cuts = sorted(data.draw(st.lists(st.integers(0, table.num_rows), max_size=5)))
+    parts = RangeAccumulator(table.schema, table.column_names)
+    for start, end in zip([0, *cuts], [*cuts, table.num_rows], strict=True):
+        parts.add(table.slice(start, end - start))
+    whole = ranges_of_table(table, table.column_names)
+    got = parts.ranges()
+    assert [r.column for r in got] == [r.column for r in whole]
+    for a, b in zip(got, whole, strict=True):
+        assert (a.min_exact, a.max_exact, a.null_count, a.nan_count, a.value_count) == (
+            b.min_exact,
+            b.max_exact,
+            b.null_count,
+            b.nan_count,
+            b.value_count,
+        )
+        assert a.min == b.min and a.max == b.max  # -0.0 and 0.0 are one bound: Arrow orders them either way
+        assert type(a.min) is type(b.min) and type(a.max) is type(b.max)

@@ -279,28 +279,29 @@ def test_an_interrupted_write_returns_only_once_no_file_of_it_is_still_being_wri
     """Ctrl-C while a write's files are written on threads: the files not started are dropped, the ones
     running finish, and only then does the interrupt reach the caller; nothing lands after it."""
     from coordinator.write import pool
+    from coordinator.write.new_files import BaseFileWriter
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], with_metadata=True)
     writer = LocalWriter(table)
-    original = LocalWriter.write_file
+    original = BaseFileWriter.close
     interrupted, raised, finished = threading.Event(), threading.Event(), []
 
     def on_interrupt(signum, frame):  # Python's own handler, which also says when the main thread took it
         interrupted.set()
         raise KeyboardInterrupt
 
-    def interrupting(self, txn, write, task, token=None):
-        if task == 0:
+    def interrupting(self):
+        if self.task == 0:
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
         # the files already being written wait until the main thread has taken the interrupt, then a little
         # longer: a writer that did not wait for them has returned by then, and a file would land after it
         assert interrupted.wait(timeout=60), "the main thread never took the interrupt"
         raised.wait(timeout=1)
-        stat = original(self, txn, write, task, token)
+        stat = original(self)
         finished.append(stat.path)
         return stat
 
-    monkeypatch.setattr(LocalWriter, "write_file", interrupting)
+    monkeypatch.setattr(BaseFileWriter, "close", interrupting)
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         with pytest.raises(KeyboardInterrupt):

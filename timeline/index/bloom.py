@@ -17,7 +17,7 @@ import math
 import numbers
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import mmh3
 import numpy as np
@@ -34,6 +34,8 @@ VERSION = 2
 MAX_HASHES = 64
 SINGLE_PROBES = 3  # probes checked one by one before the rest are checked together
 MAX_BITS = 1 << 36  # 8 GiB of filter: anything larger is garbage, not a filter
+ADD_KEYS = 1 << 16  # keys whose probe positions are computed at once (num_hashes int64s each)
+UNPACKED_BITS = 1 << 28  # a filter up to this many bits (256 MB as bytes) is built unpacked
 _HEADER = struct.Struct(">4sBHQQd")
 _CRC = struct.Struct(">I")
 
@@ -72,7 +74,8 @@ class BloomFilter:
         self.fpp = fpp
         self.num_bits = num_bits
         self.num_hashes = num_hashes
-        self._packed = packed
+        self._packed_bits = packed
+        self._unpacked: np.ndarray | None = None
 
     def _positions(self, keys: list[str]) -> np.ndarray:
         return self._positions_of(key_hashes(keys))
@@ -100,9 +103,46 @@ class BloomFilter:
     def add_all(self, keys: Iterable[str]) -> None:
         keys = _key_list(keys)
         if keys:
-            bits = np.unpackbits(self._packed, count=self.num_bits, bitorder="little").astype(bool)
-            bits[self._positions(keys).ravel()] = True
-            self._packed = np.packbits(bits, bitorder="little")
+            self.add_hashed(key_hashes(keys))
+
+    def add_hashed(self, halves: np.ndarray) -> None:
+        """Add keys hashed by `key_hashes` (or `murmur3.hash128`), ADD_KEYS at a time, one probe at a time.
+
+        A filter up to UNPACKED_BITS is set as one byte per bit, unpacked until it is
+        next read (a scatter is fast there); a larger one is set in place in its
+        packed bits, so building never holds more than UNPACKED_BITS bytes.
+        """
+        for start in range(0, len(halves), ADD_KEYS):
+            for positions in self._steps(halves[start : start + ADD_KEYS]):
+                if self.num_bits <= UNPACKED_BITS:
+                    if self._unpacked is None:
+                        self._unpacked = np.unpackbits(self._packed, count=self.num_bits, bitorder="little")
+                    self._unpacked[positions] = 1
+                else:
+                    np.bitwise_or.at(self._packed, positions >> 3, np.left_shift(1, positions & 7).astype(np.uint8))
+
+    def _steps(self, halves: np.ndarray) -> Iterator[np.ndarray]:
+        """`_positions_of`'s columns one after another, as `might_contain` walks them: x moves by y and y
+        grows by i. Each sum is below 2m, so `min(v, v - m)` in wrapping uint64 arithmetic replaces the
+        modulo (v - m wraps past every position when v < m), and no (n, num_hashes) matrix is built."""
+        m = np.uint64(self.num_bits)
+        x = halves[:, 0] % m
+        y = halves[:, 1] % m
+        for i in range(1, self.num_hashes + 1):
+            yield x
+            if i < self.num_hashes:
+                x = x + y
+                np.minimum(x, x - m, out=x)
+                y += np.uint64(i)
+                np.minimum(y, y - m, out=y)
+
+    @property
+    def _packed(self) -> np.ndarray:
+        """The bits in the serialised layout, packed from the unpacked form if keys were added since."""
+        if self._unpacked is not None:
+            self._packed_bits = np.packbits(self._unpacked, bitorder="little")
+            self._unpacked = None
+        return self._packed_bits
 
     def might_contain(self, key: str) -> bool:
         """One key: the probe sequence of `_positions` in plain Python, stopping at the first clear bit."""

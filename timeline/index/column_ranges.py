@@ -122,6 +122,8 @@ def _finish(dtype: pa.DataType, value: Any, exact: bool, upper: bool, unit: str 
     if kind == TIMESTAMP:
         bound, ok = _timestamp_bound(value, unit or dtype.unit, dtype.tz is not None, upper)
         return bound, ok and exact
+    if kind == FLOAT and value == 0:
+        return 0.0, exact  # -0.0 and 0.0 are one value: which one Arrow's min_max keeps depends on the order seen
     return value, exact
 
 
@@ -139,35 +141,69 @@ def _numeric_view(column: pa.ChunkedArray) -> pa.ChunkedArray:
     return column
 
 
-def _range_of_column(
-    name: str, column: pa.ChunkedArray | pa.Array, num_rows: int, sizes: tuple[int, int]
-) -> ColumnRange:
-    if isinstance(column, pa.Array):
-        column = pa.chunked_array([column], column.type)
-    dtype = column.type
-    nan_count = 0
+def _extremes(column: pa.ChunkedArray) -> tuple[Any, Any, int]:
+    """(raw min, raw max, NaN count) of one column's non-null, non-NaN values (None, None when there are none)."""
     values = _numeric_view(column)
-    if type_kind(dtype) == FLOAT:
+    nan_count = 0
+    if type_kind(column.type) == FLOAT:
         is_nan = pc.is_nan(column)
         nan_count = int(pc.sum(is_nan).as_py() or 0)
         if nan_count:
             values = column.filter(pc.invert(is_nan))
     extremes = pc.min_max(values)
-    low, min_exact = _finish(dtype, extremes["min"].as_py(), True, upper=False)
-    high, max_exact = _finish(dtype, extremes["max"].as_py(), True, upper=True)
-    return ColumnRange(
-        column=name,
-        type=str(dtype),
-        min=low,
-        max=high,
-        min_exact=min_exact,
-        max_exact=max_exact,
-        null_count=column.null_count,
-        nan_count=nan_count,
-        value_count=num_rows,
-        total_size=sizes[0],
-        total_uncompressed_size=sizes[1],
-    )
+    return extremes["min"].as_py(), extremes["max"].as_py(), nan_count
+
+
+def _lower(a: Any, b: Any) -> Any:
+    return b if a is None or (b is not None and b < a) else a
+
+
+def _higher(a: Any, b: Any) -> Any:
+    return b if a is None or (b is not None and b > a) else a
+
+
+class RangeAccumulator:
+    """Column ranges of rows that arrive part by part, equal to `ranges_of_table` of all of them at once.
+
+    Raw extremes (integer counts for dates and timestamps, whole strings) are kept
+    and finished (`_finish`: truncation, bounds) only at the end, so no part's
+    rounding can move a bound. A streaming writer keeps one per file it writes.
+    """
+
+    def __init__(self, schema: pa.Schema, columns: list[str]) -> None:
+        self._columns: list[tuple[str, int, pa.DataType]] = []
+        for name in dict.fromkeys(columns):
+            index = schema.get_field_index(name)  # -1 if missing or ambiguous
+            if index >= 0 and type_kind(schema.field(index).type) is not None:
+                self._columns.append((name, index, schema.field(index).type))
+        self._seen = {name: [None, None, 0, 0] for name, _, _ in self._columns}  # low, high, nulls, NaNs
+        self.rows = 0
+
+    def add(self, table: pa.Table) -> None:
+        """One more part of the rows (the same schema every time)."""
+        for name, index, _ in self._columns:
+            column = table.column(index)
+            low, high, nans = _extremes(column)
+            seen = self._seen[name]
+            seen[0], seen[1] = _lower(seen[0], low), _higher(seen[1], high)
+            seen[2] += column.null_count
+            seen[3] += nans
+        self.rows += table.num_rows
+
+    def ranges(self, sizes: dict[str, tuple[int, int]] | None = None) -> list[ColumnRange]:
+        sizes = sizes or {}
+        out = []
+        for name, _, dtype in self._columns:
+            low_raw, high_raw, nulls, nans = self._seen[name]
+            low, min_exact = _finish(dtype, low_raw, True, upper=False)
+            high, max_exact = _finish(dtype, high_raw, True, upper=True)
+            compressed, uncompressed = sizes.get(name, (0, 0))
+            out.append(
+                ColumnRange(
+                    name, str(dtype), low, high, min_exact, max_exact, nulls, nans, self.rows, compressed, uncompressed
+                )
+            )
+        return out
 
 
 def ranges_of_table(
@@ -177,14 +213,9 @@ def ranges_of_table(
 
     Columns missing from the table or of unsupported types get no range; each column once.
     """
-    sizes = sizes or {}
-    ranges = []
-    for name in dict.fromkeys(columns):
-        index = table.schema.get_field_index(name)  # -1 if missing or ambiguous
-        if index < 0 or type_kind(table.schema.field(index).type) is None:
-            continue
-        ranges.append(_range_of_column(name, table.column(index), table.num_rows, sizes.get(name, (0, 0))))
-    return ranges
+    ranges = RangeAccumulator(table.schema, columns)
+    ranges.add(table)
+    return ranges.ranges(sizes)
 
 
 # ---------------------------------------------------------------- from a parquet file
@@ -323,8 +354,7 @@ def ranges_of_parquet(handle_or_path: Any, columns: list[str]) -> list[ColumnRan
             found[name] = footer
     if to_read:
         table = pf.read(columns=to_read, use_threads=False, use_pandas_metadata=False)
-        for name in to_read:
-            found[name] = _range_of_column(
-                name, table.column(name), pf.metadata.num_rows, _chunk_sizes(pf, leaves[name])
-            )
+        sizes = {name: _chunk_sizes(pf, leaves[name]) for name in to_read}
+        for read in ranges_of_table(table, to_read, sizes):
+            found[read.column] = read
     return [found[n] for n in dict.fromkeys(columns) if n in found]

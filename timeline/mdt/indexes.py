@@ -22,6 +22,7 @@ from timeline.format.table_config import TableConfig
 from timeline.index.bloom import BLOOM_ARROW_SCHEMA, BLOOM_TYPE, BloomFilter, bloom_tombstone
 from timeline.index.column_ranges import ranges_of_table
 from timeline.index.column_stats import COLUMN_STATS_ARROW_SCHEMA, file_tombstone, indexable_columns
+from timeline.index.murmur3 import hash128
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS, INDEX_PARTITIONS
 from timeline.mdt.records import NON_PARTITIONED
 
@@ -117,23 +118,39 @@ def indexed_columns(config: TableConfig, schema: pa.Schema) -> list[str]:
     return indexable_columns(schema, listed or None, int(config.raw.get(MAX_COLUMNS) or DEFAULT_MAX_COLUMNS))
 
 
-def bloom_record(config: TableConfig, partition: str, name: str, keys: pa.Array | pa.ChunkedArray) -> dict:
-    """The bloom filter of a file's record keys, sized for exactly its keys (a base file never grows)."""
-    entries = max(len(keys), 1)
+def bloom_record(
+    config: TableConfig, partition: str, name: str, count: int, keys: Iterable[pa.Array | pa.ChunkedArray]
+) -> dict:
+    """The bloom filter of a file's `count` record keys, given batch by batch (nulls skipped), sized for exactly
+    its rows (a base file never grows)."""
     fpp = float(config.raw.get(BLOOM_FPP) or DEFAULT_BLOOM_FPP)
-    bloom = BloomFilter(entries, fpp)
-    values = [k for k in keys.to_pylist() if k is not None]
-    bloom.add_all(values)
+    bloom = BloomFilter(max(count, 1), fpp)
+    low = high = None
+    for batch in keys:
+        present = batch.drop_null()
+        if len(present):
+            bloom.add_hashed(hash128(present))
+            extremes = pc.min_max(present)
+            low = _lesser(low, extremes["min"].as_py())
+            high = _greater(high, extremes["max"].as_py())
     return {
         "key": f"{partition or NON_PARTITIONED}\x00{name}",
         "partition": partition,
         "fileName": name,
         "bloomFilter": bloom.to_bytes(),
         "bloomType": BLOOM_TYPE,
-        "minRecordKey": min(values) if values else None,
-        "maxRecordKey": max(values) if values else None,
+        "minRecordKey": low,
+        "maxRecordKey": high,
         "isDeleted": False,
     }
+
+
+def _lesser(a: str | None, b: str) -> str:
+    return b if a is None or b < a else a
+
+
+def _greater(a: str | None, b: str) -> str:
+    return b if a is None or b > a else a
 
 
 def records_for_file(
@@ -146,7 +163,7 @@ def records_for_file(
         sizes = column_sizes(footer)
         ranges = ranges_of_table(rows, indexed_columns(config, rows.schema), sizes)
         stats = [r.to_record(partition, name) for r in ranges]
-    bloom = bloom_record(config, partition, name, keys) if BLOOM_FILTERS in kept else None
+    bloom = bloom_record(config, partition, name, len(keys), [keys]) if BLOOM_FILTERS in kept else None
     return stats, bloom
 
 
