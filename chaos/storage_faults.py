@@ -103,7 +103,8 @@ def install(plan: FaultPlan, log: MutationLog) -> None:
         """Record one mutation; True when it is the one to crash after."""
         return log.record(kind, rel) == plan.crash_after
 
-    def create_if_absent(self: Storage, rel: str, data: bytes, durable: bool = True) -> bool:
+    def create_if_absent(self: Storage, rel: str, data, durable: bool = True) -> bool:
+        data = data if isinstance(data, bytes) else b"".join(data)  # chunks: tear the whole
         last = count("create_if_absent", rel)
         if last and plan.torn:
             original["write_bytes"](self, f"{rel}.torn.tmp", _torn_prefix(data))

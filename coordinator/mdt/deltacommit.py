@@ -19,8 +19,9 @@ from timeline.format import action_metadata, avro_metadata, outcome
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.instant import DELTA_COMMIT, ROLLBACK, Instant, State
+from timeline.io.spill import loaded
 from timeline.mdt import indexes, layout
-from timeline.mdt.log import DATA, PARTITION_ATTRIBUTE, ROLLBACK_COMMAND, LogBlock, encode_log
+from timeline.mdt.log import DATA, PARTITION_ATTRIBUTE, ROLLBACK_COMMAND, LogBlock, encode_block, encode_log
 from timeline.mdt.table import BASE_SCHEMA, MetadataTable
 from timeline.metrics import METRICS, SYNC
 
@@ -31,6 +32,8 @@ DELTA_COMPLETE = register("mdt.deltacommit.complete", "MDT T.deltacommit complet
 ROLLBACK_LOGS = register("mdt.rollback.logs", "rollback-command block naming the rolled-back instant appended")
 ROLLBACK_INSTANT = register("mdt.rollback.instant", "MDT instant files of the rolled-back instant deleted")
 BASE_ROW_GROUP = 1024  # rows per row group of a `files` base file: small, for point lookups
+INDEX_BLOCK_BYTES = 32 * 1024 * 1024  # an index partition's records per log block, about
+RECORD_OVERHEAD = 256  # bytes an index record counts for beyond its bloom filter
 
 
 def write_base(mdt: MetadataTable, path: str, records: list[dict]) -> int:
@@ -98,13 +101,14 @@ def apply(
             )
         path = layout.log_path(base_instant, version + 1)
         blocks = [LogBlock(time, DATA, records)] + index_blocks(time, index_records)
-        encoded = encode_log(blocks)
+        sizes: list[int] = []
+        encoded = (_sized(encode_block(_loaded(block)), sizes) for block in blocks)  # one block at a time
         if not mdt.storage.create_if_absent(path, encoded):
             raise ConflictError(f"metadata log {path} was claimed by another writer; aborting {time}")
         crash_point(DELTA_LOG)
         mdt.storage.sync_dirs([layout.FILES_PARTITION])  # the log's entry, before the completion names it
         meta = CommitMetadata(operation_type="UPSERT_PREPPED")
-        size = len(encoded)
+        size = sum(sizes)
         meta.add(
             WriteStat(
                 layout.FILE_ID,
@@ -190,12 +194,32 @@ def _complete_rollback(timeline: ActiveTimeline, record: Instant, time: str, act
 
 
 def index_blocks(time: str, index_records: dict[str, list[dict]] | None) -> list[LogBlock]:
-    """One data block per index partition with records, tagged with its partition."""
-    return [
-        LogBlock(time, DATA, records, {PARTITION_ATTRIBUTE: partition})
-        for partition, records in sorted((index_records or {}).items())
-        if records
-    ]
+    """Data blocks of each index partition with records, tagged with its partition; a partition's records
+    are cut into blocks of about INDEX_BLOCK_BYTES (bloom filters are sized by their files' keys), so a
+    commit encodes one block of them at a time."""
+    blocks = []
+    for partition, records in sorted((index_records or {}).items()):
+        part: list[dict] = []
+        size = 0
+        for record in records:
+            part.append(record)
+            size += len(record.get("bloomFilter") or b"") + RECORD_OVERHEAD
+            if size >= INDEX_BLOCK_BYTES:
+                blocks.append(LogBlock(time, DATA, part, {PARTITION_ATTRIBUTE: partition}))
+                part, size = [], 0
+        if part:
+            blocks.append(LogBlock(time, DATA, part, {PARTITION_ATTRIBUTE: partition}))
+    return blocks
+
+
+def _loaded(block: LogBlock) -> LogBlock:
+    """The block with its records' spilled bytes read back (a large insert's bloom filters wait on disk)."""
+    return LogBlock(block.instant, block.block_type, [loaded(r) for r in block.records], block.attributes)
+
+
+def _sized(chunk: bytes, sizes: list[int]) -> bytes:
+    sizes.append(len(chunk))
+    return chunk
 
 
 def undoable(data_timeline: ActiveTimeline, time: str) -> bool:

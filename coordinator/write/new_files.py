@@ -18,8 +18,9 @@ MAX_OPEN_FILES files are open (the one written longest ago is finished first).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -36,12 +37,19 @@ from timeline.format.commit_metadata import WriteStat
 from timeline.format.file_names import base_file_name, new_file_id, write_token
 from timeline.format.table_config import TableConfig
 from timeline.index.column_ranges import RangeAccumulator
+from timeline.io.spill import SpillFile
 from timeline.mdt import indexes as mdt_indexes
 from timeline.table import Table
 
 BUFFER_BYTES = 128 * 1024 * 1024  # rows waiting for their files, over every partition
 MAX_OPEN_FILES = 64
 READ_BACK_ROWS = 128 * 1024  # keys read back per batch to build a file's bloom filter
+# A filter takes about 43 bytes a key while it is built (one byte a bit at the default fpp): files with more
+# keys than this build theirs one at a time, so files closing side by side never hold several such filters.
+LARGE_FILTER_KEYS = 1_000_000
+SPILL_BYTES = 1024 * 1024  # an insert's bloom filters from this size wait for the commit on local disk
+BLOOM_BYTES = "bloomFilter"
+_LARGE_FILTERS = threading.Lock()
 
 
 class InstantSink(Protocol):
@@ -103,6 +111,7 @@ class BaseFileWriter:
         self._stack = ExitStack()
         self._out: pa.NativeFile | None = None
         self._parquet: pq.ParquetWriter | None = None
+        self.spill: SpillFile | None = None  # where a large bloom filter waits for the commit, if anywhere
         self._indexed = writer.table.config  # the indexes the table keeps now: the write's begin may add one
         self._ranges: RangeAccumulator | None = None
         self._only_part: pa.Table | None = None  # the file's rows when it was written in one part
@@ -172,7 +181,10 @@ class BaseFileWriter:
             stats = [r.to_record(self.partition, self.name) for r in ranges]
         bloom = None
         if mdt_indexes.BLOOM_FILTERS in self._indexed.metadata_indexes:
-            bloom = mdt_indexes.bloom_record(self._indexed, self.partition, self.name, self.rows, self._keys())
+            with _LARGE_FILTERS if self.rows > LARGE_FILTER_KEYS else nullcontext():
+                bloom = mdt_indexes.bloom_record(self._indexed, self.partition, self.name, self.rows, self._keys())
+            if self.spill is not None and len(bloom[BLOOM_BYTES]) >= SPILL_BYTES:
+                bloom[BLOOM_BYTES] = self.spill.keep(bloom[BLOOM_BYTES])
         self._only_part = None
         return stats, bloom
 
@@ -209,6 +221,7 @@ class InsertFiles:
         task: Callable[[], int],
         token: str | None = None,
         threads: int = 1,
+        spill: SpillFile | None = None,
     ) -> None:
         self.writer = writer
         self.sink = sink
@@ -219,6 +232,7 @@ class InsertFiles:
         self._open: dict[str, BaseFileWriter] = {}  # partition -> its open file, the least recently written first
         self._waiting_bytes = 0
         self.stats: list[WriteStat] = []
+        self.spill = spill
 
     def add(self, parts: list[tuple[str, pa.Table]]) -> None:
         """Rows split by partition (`rows.split_by`), keyed; written as row groups fill."""
@@ -227,7 +241,7 @@ class InsertFiles:
             waiting = self._waiting.setdefault(partition, _Waiting())
             waiting.parts.append(part)
             waiting.rows += part.num_rows
-            size = data_bytes(part)
+            size = part.nbytes  # all of it waits, keys and partition paths too
             waiting.nbytes += size
             self._waiting_bytes += size
             if waiting.rows >= group:
@@ -273,7 +287,7 @@ class InsertFiles:
             ready = rows.num_rows - rows.num_rows % self.writer.options.row_group_size
             if ready < rows.num_rows:
                 rest = rows.slice(ready)
-                self._waiting[partition] = _Waiting([rest], rest.num_rows, data_bytes(rest))
+                self._waiting[partition] = _Waiting([rest], rest.num_rows, rest.nbytes)
                 self._waiting_bytes += self._waiting[partition].nbytes
             rows = rows.slice(0, ready)
         file = self._open.pop(partition, None)
@@ -292,7 +306,7 @@ class InsertFiles:
         limit = self.writer.options.max_file_size
         closed = []
         while rows.num_rows:
-            file = file or BaseFileWriter(self.writer, self.sink, partition, new_file_id(), self._task(), self._token)
+            file = file or self._new_file(partition)
             try:
                 size = data_bytes(rows)
                 room = limit - file.data_bytes
@@ -307,6 +321,11 @@ class InsertFiles:
                 file.abandon()
                 raise
         return file, closed
+
+    def _new_file(self, partition: str) -> BaseFileWriter:
+        file = BaseFileWriter(self.writer, self.sink, partition, new_file_id(), self._task(), self._token)
+        file.spill = self.spill
+        return file
 
 
 def _rows_of(waiting: _Waiting) -> pa.Table:

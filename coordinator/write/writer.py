@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -40,6 +40,7 @@ from timeline.format.instant import COMMIT, REPLACE_COMMIT
 from timeline.format.meta_fields import META_COLUMNS
 from timeline.format.schema_evolution import conform
 from timeline.io.read_once import reuse_reads
+from timeline.io.spill import SpillFile
 from timeline.table import Table
 
 DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
@@ -248,7 +249,8 @@ class LocalWriter:
             schema = target_schema(incoming, existing, operation)
             metadata = CommitMetadata(operation_type=operation.upper(), schema=arrow_to_avro(schema, self.config.name))
             if operation in STREAMED:
-                rows_in = self._insert(txn, data, schema, metadata)
+                spill = stack.enter_context(closing(SpillFile()))  # open until the commit has written the MDT
+                rows_in = self._insert(txn, data, schema, metadata, spill)
             else:
                 rows_in = data.num_rows
                 self._rewrite(txn, data, operation, action, view, schema, metadata)
@@ -256,11 +258,17 @@ class LocalWriter:
         return WriteResult(txn.time, operation, metadata, rows_in)
 
     def _insert(
-        self, txn: Transaction, data: pa.Table | pa.RecordBatchReader, schema: pa.Schema, metadata: CommitMetadata
+        self,
+        txn: Transaction,
+        data: pa.Table | pa.RecordBatchReader,
+        schema: pa.Schema,
+        metadata: CommitMetadata,
+        spill: SpillFile,
     ) -> int:
-        """Stream the input into new file groups (`new_files.InsertFiles`); the number of rows read."""
+        """Stream the input into new file groups (`new_files.InsertFiles`), large bloom filters waiting for the
+        commit in `spill`; the number of rows read."""
         batches = data.to_reader(INPUT_BATCH_ROWS) if isinstance(data, pa.Table) else data
-        files = InsertFiles(self, txn, itertools.count().__next__, threads=self.io_threads)
+        files = InsertFiles(self, txn, itertools.count().__next__, threads=self.io_threads, spill=spill)
 
         def split(batch: pa.RecordBatch) -> tuple[int, list[tuple[str, pa.Table]]]:
             rows = self._prepare(pa.Table.from_batches([batch]), "insert", schema)

@@ -15,14 +15,14 @@ import pyarrow as pa
 import pytest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.mdt import index_build
+from coordinator.mdt import deltacommit, index_build
 from coordinator.protocol.locking import table_lock
 from coordinator.services.steps import clean, compact
 from coordinator.write.writer import LocalWriter
 from tests.conftest import hudi_read, tandem, unzip_fixture
 from timeline.mdt import layout
 from timeline.mdt.health import MetadataFallbackWarning
-from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS
+from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS, PARTITION_ATTRIBUTE, decode_log
 from timeline.mdt.reader import MetadataReader
 from timeline.metrics import METRICS, TAGGING_FILES_SKIPPED
 from timeline.query.reader import read_plan
@@ -284,3 +284,20 @@ def test_validate_reports_a_bloom_filter_no_reader_can_use(table: Table) -> None
     )
     reports = {r.partition: r for r in index_build.validate(table.metadata(), table.timeline())}
     assert len(reports[BLOOM_FILTERS].wrong) == 1
+
+
+def test_index_records_cut_into_many_log_blocks_read_as_one(table: Table, monkeypatch) -> None:
+    """A commit's index records go out a block of about INDEX_BLOCK_BYTES at a time (a large insert's bloom
+    filters never sit encoded in memory together): cut into a block per record, they read back exact."""
+    monkeypatch.setattr(deltacommit, "INDEX_BLOCK_BYTES", 1)
+    writer = LocalWriter(table)
+    writer.write(batch(0, 60, 0), "insert")
+    writer.write(batch(60, 60, 1), "insert")
+    logs = sorted(Path(table.storage.full(layout.MDT_DIR)).rglob("*.log.*"))
+    blocks = [b for log in logs for b in decode_log(log.read_bytes()).blocks]
+    index_blocks = [b for b in blocks if b.attributes.get(PARTITION_ATTRIBUTE) in BOTH]
+    assert index_blocks and all(len(b.records) == 1 for b in index_blocks)
+    assert {b.attributes[PARTITION_ATTRIBUTE] for b in index_blocks} == set(BOTH)
+    assert_indexes_exact(table)
+    got, plan = ours(table, "ts >= 1000")
+    assert got == filtered_oracle(table, "ts >= 1000") and plan.pruned_by_stats > 0

@@ -1,6 +1,7 @@
 """A streamed insert, whatever its input's parts, row groups, file size target, budget of waiting rows and
 limit of open files: the table holds exactly the input, every file's sequence numbers run on from part to
-part, and every file's index records are those of its rows read back whole."""
+part, and every file's index records (its bloom filter kept in memory or spilled to disk until the commit)
+are those of its rows read back whole."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator.mdt import index_build
 from coordinator.write import new_files
 from coordinator.write.input_files import read_input
 from coordinator.write.rows import row_keys
@@ -79,11 +81,13 @@ def test_a_streamed_insert_is_its_input_in_files_described_as_if_written_whole(r
     budget = data.draw(st.integers(1, 30_000), label="waiting bytes")
     open_files = data.draw(st.integers(1, 4), label="open files")
     operation = data.draw(st.sampled_from(["insert", "bulk_insert"]))
+    spill_from = data.draw(st.sampled_from([0, new_files.SPILL_BYTES]), label="bloom filters spilled from")
     with tempfile.TemporaryDirectory() as folder:
         table = Table.create(f"{folder}/t", "t", ["id"], ["p"])
         with (
             patch.object(new_files, "BUFFER_BYTES", budget),
             patch.object(new_files, "MAX_OPEN_FILES", open_files),
+            patch.object(new_files, "SPILL_BYTES", spill_from),
             patch("coordinator.write.writer.InsertFiles", Watched),
         ):
             result = LocalWriter(table, options).write(rows.to_reader(batch), operation)
@@ -95,6 +99,8 @@ def test_a_streamed_insert_is_its_input_in_files_described_as_if_written_whole(r
         assert sum(s.num_writes for s in stats) == sum(s.num_inserts for s in stats) == rows.num_rows
         for stat in stats:
             check_file(table, result.instant, stat)
+        reports = index_build.validate(Table.open(table.uri).metadata(), Table.open(table.uri).timeline())
+        assert [r.errors for r in reports] == [0, 0]  # the MDT's records: those of each file read whole
 
 
 def check_file(table: Table, instant: str, stat) -> None:
@@ -106,11 +112,10 @@ def check_file(table: Table, instant: str, stat) -> None:
     name = stat.path.rsplit("/", 1)[-1]
     task = name.split("_")[1].split("-")[0]
     assert rows.column(COMMIT_SEQNO).to_pylist() == [f"{instant}_{task}_{i}" for i in range(rows.num_rows)]
-    column_stats, bloom = mdt_indexes.records_for_file(
+    column_stats, _ = mdt_indexes.records_for_file(
         table.config, stat.partition_path, name, rows, row_keys(rows, table.config), written.metadata
     )
     assert stat.column_stats == column_stats
-    assert stat.bloom_filter == bloom
 
 
 def test_files_roll_at_the_target_size_on_the_bytes_of_their_data_columns(tmp_path):

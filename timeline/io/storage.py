@@ -8,6 +8,7 @@ process, that the store honours create-if-absent (`timeline/io/store_probe.py`).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import posixpath
@@ -182,8 +183,9 @@ class Storage:
             out.write(data)
         os.replace(tmp, target)
 
-    def create_if_absent(self, rel: str, data: bytes, durable: bool = True) -> bool:
-        """Create `rel` with `data` only if absent; True if this call created it.
+    def create_if_absent(self, rel: str, data: bytes | Iterable[bytes], durable: bool = True) -> bool:
+        """Create `rel` with `data` (bytes, or chunks written one by one) only if absent; True if this call
+        created it.
 
         The file is complete or absent, never half-written: locally a temp file is
         hard-linked to the final name; on S3 a PutObject with `If-None-Match: *`.
@@ -194,24 +196,26 @@ class Storage:
         """
         target = self.full(rel)
         self._before_write(rel)
-        if self.is_s3:
-            return _s3_put_if_absent(self.bucket, self.key(rel), data)
+        if self.is_s3:  # one PutObject: the chunks joined (an object store has no create-if-absent append)
+            return _s3_put_if_absent(self.bucket, self.key(rel), data if isinstance(data, bytes) else b"".join(data))
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        if not data:
+        if isinstance(data, bytes) and not data:
             return _create_empty(target, durable)
         tmp = f"{target}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as out:
-            out.write(data)
-            if durable:
-                out.flush()
-                os.fsync(out.fileno())
         try:
+            with open(tmp, "wb") as out:
+                for chunk in [data] if isinstance(data, bytes) else data:  # chunks may fail: no tmp is left
+                    out.write(chunk)
+                if durable:
+                    out.flush()
+                    os.fsync(out.fileno())
             os.link(tmp, target)
             return True
         except FileExistsError:
             return False
         finally:
-            os.unlink(tmp)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
     def sync_file(self, rel: str) -> None:
         """Flush a written file to disk (locally), so a completed instant naming it survives a power loss.

@@ -66,11 +66,11 @@ def rolled_back_targets(blocks: list[LogBlock]) -> set[str]:
     return {b.attributes["target"] for b in blocks if b.block_type == ROLLBACK_COMMAND and "target" in b.attributes}
 
 
-def _payload(block: LogBlock) -> bytes:
+def _payload(block: LogBlock) -> memoryview | bytes:
     if block.block_type == DATA:
         buf = io.BytesIO()
         fastavro.writer(buf, _SCHEMAS[block_partition(block)], block.records)
-        return buf.getvalue()
+        return buf.getbuffer()  # no copy: the block's bytes are joined once, below
     return json.dumps(block.records).encode()
 
 
@@ -88,8 +88,9 @@ def encode_block(block: LogBlock) -> bytes:
         },
         sort_keys=True,
     ).encode()
-    body = _U32.pack(len(header)) + header + payload
-    return MAGIC + body + _U32.pack(zlib.crc32(body))
+    length = _U32.pack(len(header))
+    crc = zlib.crc32(payload, zlib.crc32(header, zlib.crc32(length)))
+    return b"".join([MAGIC, length, header, payload, _U32.pack(crc)])
 
 
 def encode_log(blocks: list[LogBlock]) -> bytes:
