@@ -36,7 +36,7 @@ class BaseFileReads:
         self._kept.clear()
         self._kept_bytes = 0
 
-    def keys_of(self, base: BaseFile, bloom_index: bool) -> list[str]:
+    def keys_of(self, base: BaseFile, bloom_index: bool) -> pa.ChunkedArray:
         """The keys a base file holds; a small bloom candidate is read whole and kept for its merge (one read,
         not two), while the write's budget for kept rows lasts."""
         config = self.config
@@ -47,9 +47,9 @@ class BaseFileReads:
                 if self._kept_bytes + rows.nbytes <= KEPT_ROWS_BYTES:
                     self._kept[base.path] = rows
                     self._kept_bytes += rows.nbytes
-            return row_keys(rows, config).to_pylist()
+            return row_keys(rows, config)
         columns = [KEY] if config.populate_meta_fields else config.record_key_fields
-        return row_keys(self.read(base, columns), config).to_pylist()
+        return row_keys(self.read(base, columns), config)
 
     def rows_of(self, base: BaseFile) -> pa.Table:
         """Every row of a base file, for its merge: the rows the index kept, else read now."""

@@ -14,11 +14,14 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from coordinator.write.rows import KEY, PARTITION, split_by
 from timeline.errors import TandemError
 from timeline.format.file_names import BaseFile
 from timeline.format.table_config import TableConfig
-from timeline.index.bloom import BloomFilter, key_hashes
+from timeline.index.bloom import BloomFilter
+from timeline.index.murmur3 import hash128
 from timeline.mdt.log import BLOOM_FILTERS
 from timeline.mdt.reader import MetadataReader
 from timeline.table import TableView
@@ -52,9 +55,11 @@ class _Batch:
     """Incoming keys sorted (for the key-range check) with their hashes and, per filter shape, their probes:
     files sized alike (the usual case) share one computation of every key's bit positions."""
 
-    def __init__(self, keys: list[str]) -> None:
-        self.keys = sorted(set(keys))
-        self.hashes = key_hashes(self.keys)
+    def __init__(self, keys: pa.Array | pa.ChunkedArray) -> None:
+        unique = pc.unique(keys.drop_null())
+        ordered = unique.take(pc.sort_indices(unique))  # bytewise, as the files' min and max keys compare
+        self.keys = ordered.to_pylist()
+        self.hashes = hash128(ordered)
         self._probes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def may_be_in(self, bloom: BloomFilter, start: int, end: int) -> bool:
@@ -66,14 +71,10 @@ class _Batch:
 
 
 def _batches(keys: pa.ChunkedArray | pa.Array, partitions: pa.ChunkedArray | pa.Array | None) -> dict:
-    values = keys.to_pylist()
     if partitions is None:
-        return {None: _Batch([k for k in values if k is not None])}
-    grouped: dict[str, list[str]] = {}
-    for key, partition in zip(values, partitions.to_pylist(), strict=True):
-        if key is not None:
-            grouped.setdefault(partition, []).append(key)
-    return {p: _Batch(k) for p, k in grouped.items()}
+        return {None: _Batch(keys)}
+    by_partition = pa.table({KEY: keys, PARTITION: partitions})
+    return {partition: _Batch(part.column(KEY)) for partition, part in split_by(by_partition, PARTITION)}
 
 
 def _may_hold(record: dict | None, batch: _Batch | None) -> bool:

@@ -49,22 +49,28 @@ def merge(
     config: TableConfig,
     base: BaseFile,
     incoming: pa.Table | None,
-    delete_keys: set[str],
+    delete_keys: pa.Array,
     schema: pa.Schema | None = None,
 ) -> FileWrite:
-    """Rewrite one file group in `schema`: old rows minus replaced/deleted keys, plus incoming."""
+    """Rewrite one file group in `schema`: old rows minus replaced/deleted keys, plus incoming.
+
+    Only the incoming keys are hashed (the stored ones are probed against them), so
+    the cost of a group follows the records that touch it, not a set of every key
+    it stores.
+    """
     old = reads.rows_of(base)
     if schema is not None:
         old = conform(old, schema, exact=False)  # stored rows: a widened column rounds, as readers read it
     old_keys = row_keys(old, config)
-    replaced = set(delete_keys)
-    if incoming is not None:
-        replaced.update(incoming.column(KEY).to_pylist())
-    carried = old.filter(pc.invert(pc.is_in(old_keys, value_set=pa.array(sorted(replaced), pa.string()))))
-    deletes = len(delete_keys & set(old_keys.to_pylist())) if delete_keys else 0
+    incoming_keys = incoming.column(KEY).chunks if incoming is not None else []
+    touching = pa.chunked_array([*incoming_keys, delete_keys], pa.string()).combine_chunks()
+    replaced = pc.is_in(old_keys, value_set=touching)
+    stored = old_keys.filter(replaced).combine_chunks()  # the keys this group holds that the records touch
+    carried = old.filter(pc.invert(replaced))
+    deletes = int(pc.sum(pc.is_in(delete_keys, value_set=stored)).as_py() or 0)
     write = FileWrite(base.partition, base.file_id, carried, prev_commit=base.instant, deletes=deletes)
     if incoming is not None and incoming.num_rows:
-        is_update = pc.is_in(incoming.column(KEY), value_set=old_keys)
+        is_update = pc.is_in(incoming.column(KEY), value_set=stored)
         if pc.all(is_update).as_py():  # the usual upsert: every record here updates a stored one
             updates, inserts = incoming, incoming.slice(0, 0)
         else:
@@ -108,7 +114,7 @@ def plan_tagged(
     def plan_group(target_group: tuple[str, pa.Table]) -> list[FileWrite]:
         target, group = target_group
         gone = group.column(DELETE)
-        delete_keys = set(group.filter(gone).column(KEY).to_pylist())
+        delete_keys = pc.unique(group.filter(gone).column(KEY))
         records = group.filter(pc.invert(gone)).drop_columns([TARGET, DELETE])
         if target == NEW:
             return [w for p, part_rows in split_by(records, PARTITION) for w in split_new(p, part_rows, max_file_size)]

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from coordinator.config import CoordinatorConfig
 from coordinator.write.base_reads import BaseFileReads
 from coordinator.write.bloom_index import bloom_candidates
+from coordinator.write.column_names import unused_name
 from coordinator.write.pool import each
 from coordinator.write.rows import KEY, PARTITION
 from timeline.format.file_names import BaseFile
@@ -40,18 +43,71 @@ def tag(
     base files by file id, and `rows` tagged: one row per file group a record
     writes to (NEW when it starts one) and one DELETE row per copy it removes.
     """
-    partitions = set(rows.column(PARTITION).to_pylist())
+    partitions = set(pc.unique(rows.column(PARTITION)).to_pylist())
     glob = coordinator.global_index
     files = [f for f in view.latest_base_files() if glob or f.partition in partitions]
     candidates = _may_hold(reads.table.config, coordinator, view, files, rows)
-    located = _index(candidates, reads, coordinator.bloom_index, threads)
-    move = coordinator.update_partition_path
+    held = each(lambda b: reads.keys_of(b, coordinator.bloom_index), candidates, threads)
     small = small_groups(files, small_file_limit)
+    if glob:
+        tagged = _tag_anywhere(operation, rows, candidates, held, small, coordinator.update_partition_path)
+    else:
+        tagged = _tag_in_partition(operation, rows, candidates, held, small)
+    return {f.file_id: f for f in files}, tagged
+
+
+def _tag_in_partition(
+    operation: str, rows: pa.Table, files: list[BaseFile], held: list[pa.ChunkedArray], small: dict[str, str]
+) -> pa.Table:
+    """The simple index, as one hash join of the records' (key, partition) with the keys the files hold:
+    a record updates (or deletes from) every file of its partition holding its key; a new one goes to its
+    partition's small group, else NEW. Rows come out in input order, a record's files by file id."""
+    order = unused_name(rows.schema, "__row")
+    found = unused_name(rows.schema, "__found")
+    records = pa.table({KEY: rows.column(KEY), PARTITION: rows.column(PARTITION), order: np.arange(rows.num_rows)})
+    located = pa.table(
+        {
+            KEY: pa.chunked_array([c for keys in held for c in keys.chunks], pa.string()),
+            PARTITION: _repeated([f.partition for f in files], held),
+            found: _repeated([f.file_id for f in files], held),
+        }
+    )
+    joined = records.join(located, [KEY, PARTITION], join_type="inner" if operation == "delete" else "left outer")
+    joined = joined.sort_by([(order, "ascending"), (found, "ascending")])
+    targets = joined.column(found)
+    if operation != "delete":
+        new_target = pa.array([*small.values(), NEW], pa.string())
+        slot = pc.index_in(joined.column(PARTITION), value_set=pa.array(list(small), pa.string()))
+        targets = pc.coalesce(targets, pc.take(new_target, pc.fill_null(slot, len(small))))
+    tagged = rows.take(joined.column(order))
+    tagged = tagged.append_column(TARGET, targets.cast(pa.string()))
+    return tagged.append_column(DELETE, pa.repeat(pa.scalar(operation == "delete"), tagged.num_rows))
+
+
+def _repeated(values: list[str], held: list[pa.ChunkedArray]) -> pa.ChunkedArray:
+    """Each file's value once per key it holds, alongside the keys of `held`."""
+    chunks = [pa.repeat(pa.scalar(v, pa.string()), len(keys)) for v, keys in zip(values, held, strict=True)]
+    return pa.chunked_array(chunks, pa.string())
+
+
+def _tag_anywhere(
+    operation: str,
+    rows: pa.Table,
+    files: list[BaseFile],
+    held: list[pa.ChunkedArray],
+    small: dict[str, str],
+    update_partition_path: bool,
+) -> pa.Table:
+    """The global index: a key is one record wherever it is, so each record is routed by `route`."""
+    located: dict[str, list[BaseFile]] = defaultdict(list)
+    for base, keys in zip(files, held, strict=True):
+        for key in keys.to_pylist():
+            located[key].append(base)
     tags: list[tuple[int, str, str, bool]] = []  # (row, target file id, partition path, deletes)
     records = zip(rows.column(KEY).to_pylist(), rows.column(PARTITION).to_pylist(), strict=True)
     for i, (key, partition) in enumerate(records):
         found = sorted(located.get(key, []), key=lambda b: (b.partition, b.file_id))
-        updates, deletes, partition = route(operation, found, partition, glob, move)
+        updates, deletes, partition = route(operation, found, partition, True, update_partition_path)
         if not updates and operation != "delete":
             tags.append((i, small.get(partition, NEW), partition, False))
         tags += [(i, b.file_id, partition, False) for b in updates]
@@ -60,16 +116,7 @@ def tag(
     tagged = rows.take(pa.array(take, pa.int64()))
     tagged = tagged.set_column(tagged.schema.get_field_index(PARTITION), PARTITION, pa.array(paths, pa.string()))
     tagged = tagged.append_column(TARGET, pa.array(targets, pa.string()))
-    return {f.file_id: f for f in files}, tagged.append_column(DELETE, pa.array(deleted, pa.bool_()))
-
-
-def _index(files: list[BaseFile], reads: BaseFileReads, bloom_index: bool, threads: int) -> dict[str, list[BaseFile]]:
-    """Simple index: key -> the latest base files holding it, in `files`."""
-    located: dict[str, list[BaseFile]] = defaultdict(list)
-    for base, held in zip(files, each(lambda b: reads.keys_of(b, bloom_index), files, threads), strict=True):
-        for key in held:
-            located[key].append(base)
-    return located
+    return tagged.append_column(DELETE, pa.array(deleted, pa.bool_()))
 
 
 def _may_hold(
