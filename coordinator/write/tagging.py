@@ -16,7 +16,7 @@ from coordinator.write.base_reads import BaseFileReads
 from coordinator.write.bloom_index import bloom_candidates
 from coordinator.write.column_names import unused_name
 from coordinator.write.pool import each
-from coordinator.write.rows import KEY, PARTITION
+from coordinator.write.rows import KEY, PARTITION, split_by
 from timeline.format.file_names import BaseFile
 from timeline.format.fs_view import FileSystemView
 from timeline.format.table_config import TableConfig
@@ -59,35 +59,39 @@ def tag(
 def _tag_in_partition(
     operation: str, rows: pa.Table, files: list[BaseFile], held: list[pa.ChunkedArray], small: dict[str, str]
 ) -> pa.Table:
-    """The simple index, as one hash join of the records' (key, partition) with the keys the files hold:
-    a record updates (or deletes from) every file of its partition holding its key; a new one goes to its
-    partition's small group, else NEW. Rows come out in input order, a record's files by file id."""
+    """The simple index, as a hash join per partition of the records' keys (the small side, hashed) with the
+    keys its files hold: a record updates (or deletes from) every file of its partition holding its key; a
+    new one goes to its partition's small group, else NEW. Rows come out in input order, a record's files in
+    the order of `files`."""
     order = unused_name(rows.schema, "__row")
     found = unused_name(rows.schema, "__found")
     records = pa.table({KEY: rows.column(KEY), PARTITION: rows.column(PARTITION), order: np.arange(rows.num_rows)})
-    located = pa.table(
-        {
-            KEY: pa.chunked_array([c for keys in held for c in keys.chunks], pa.string()),
-            PARTITION: _repeated([f.partition for f in files], held),
-            found: _repeated([f.file_id for f in files], held),
-        }
+    keep = "inner" if operation == "delete" else "right outer"
+    pieces = []
+    for partition, part in split_by(records, PARTITION):
+        mine = [i for i, f in enumerate(files) if f.partition == partition]
+        located = pa.table(
+            {
+                KEY: pa.chunked_array([c for i in mine for c in held[i].chunks], pa.string()),
+                found: np.repeat(np.array(mine, np.int32), [len(held[i]) for i in mine]),
+            }
+        )
+        pieces.append(located.join(part.select([KEY, order]), KEY, join_type=keep).select([order, found]))
+    joined = (
+        pa.concat_tables(pieces)
+        if pieces
+        else pa.table({order: pa.array([], pa.int64()), found: pa.array([], pa.int32())})
     )
-    joined = records.join(located, [KEY, PARTITION], join_type="inner" if operation == "delete" else "left outer")
     joined = joined.sort_by([(order, "ascending"), (found, "ascending")])
-    targets = joined.column(found)
+    file_ids = pa.array([f.file_id for f in files], pa.string())
+    targets = pc.take(file_ids, joined.column(found))
+    tagged = rows.take(joined.column(order))
     if operation != "delete":
         new_target = pa.array([*small.values(), NEW], pa.string())
-        slot = pc.index_in(joined.column(PARTITION), value_set=pa.array(list(small), pa.string()))
+        slot = pc.index_in(tagged.column(PARTITION), value_set=pa.array(list(small), pa.string()))
         targets = pc.coalesce(targets, pc.take(new_target, pc.fill_null(slot, len(small))))
-    tagged = rows.take(joined.column(order))
-    tagged = tagged.append_column(TARGET, targets.cast(pa.string()))
+    tagged = tagged.append_column(TARGET, targets)
     return tagged.append_column(DELETE, pa.repeat(pa.scalar(operation == "delete"), tagged.num_rows))
-
-
-def _repeated(values: list[str], held: list[pa.ChunkedArray]) -> pa.ChunkedArray:
-    """Each file's value once per key it holds, alongside the keys of `held`."""
-    chunks = [pa.repeat(pa.scalar(v, pa.string()), len(keys)) for v, keys in zip(values, held, strict=True)]
-    return pa.chunked_array(chunks, pa.string())
 
 
 def _tag_anywhere(
