@@ -100,6 +100,25 @@ def fit(write: FileWrite, max_file_size: int) -> list[FileWrite]:
     return [write, *split_new(write.partition, moved, max_file_size)]
 
 
+def plan_group(
+    target: str,
+    group: pa.Table,
+    bases: dict[str, BaseFile],
+    schema: pa.Schema | None,
+    reads: BaseFileReads,
+    config: TableConfig,
+    max_file_size: int,
+) -> list[FileWrite]:
+    """The files of the records tagged to one target: NEW ones start file groups, the rest rewrite the group."""
+    gone = group.column(DELETE)
+    delete_keys = pc.unique(group.filter(gone).column(KEY))
+    records = group.filter(pc.invert(gone)).drop_columns([TARGET, DELETE])
+    if target == NEW:
+        return [w for p, part_rows in split_by(records, PARTITION) for w in split_new(p, part_rows, max_file_size)]
+    merged = merge(reads, config, bases[target], records if records.num_rows else None, delete_keys, schema)
+    return fit(merged, max_file_size)
+
+
 def plan_tagged(
     tagged: pa.Table,
     bases: dict[str, BaseFile],
@@ -109,17 +128,7 @@ def plan_tagged(
     max_file_size: int,
     threads: int,
 ) -> list[FileWrite]:
-    """The files of tagged records: NEW ones start file groups, the rest rewrite their target group."""
-
-    def plan_group(target_group: tuple[str, pa.Table]) -> list[FileWrite]:
-        target, group = target_group
-        gone = group.column(DELETE)
-        delete_keys = pc.unique(group.filter(gone).column(KEY))
-        records = group.filter(pc.invert(gone)).drop_columns([TARGET, DELETE])
-        if target == NEW:
-            return [w for p, part_rows in split_by(records, PARTITION) for w in split_new(p, part_rows, max_file_size)]
-        merged = merge(reads, config, bases[target], records if records.num_rows else None, delete_keys, schema)
-        return fit(merged, max_file_size)
-
+    """The files of tagged records, every target group planned (`plan_group`) on the pool."""
     groups = list(split_by(tagged, TARGET))
-    return [write for planned in each(plan_group, groups, threads) for write in planned]
+    planned = each(lambda g: plan_group(*g, bases, schema, reads, config, max_file_size), groups, threads)
+    return [write for writes in planned for write in writes]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from coordinator.config import OPERATIONS, CoordinatorConfig
 from coordinator.protocol.transaction import Begun, Transaction, WriteOutcome
@@ -28,6 +29,7 @@ from coordinator.write.pool import IO_THREADS, LOCAL_IO_THREADS, each
 from coordinator.write.prefetch import prefetched
 from coordinator.write.rows import KEY, PARTITION, dedupe, key_typed, split_by, with_keys
 from coordinator.write.table_schema import existing_schema, target_schema
+from coordinator.write.tagging import TARGET
 from locks.base import LockProvider
 from timeline import table_schema
 from timeline.errors import BadInputError
@@ -140,18 +142,13 @@ class LocalWriter:
         max_file_size = self.options.max_file_size
         return file_groups.plan_tagged(tagged, bases, schema, self.reads, self.config, max_file_size, self.io_threads)
 
-    def _plan(
-        self, operation: str, rows: pa.Table, view: FileSystemView | None, schema: pa.Schema | None
-    ) -> tuple[list[FileWrite], dict]:
-        if operation in ("upsert", "delete"):
-            bases, tagged = self.tag(operation, rows, view)
-            return self.plan_tagged(tagged, bases, schema), {}
+    def _plan_new(self, operation: str, rows: pa.Table, view: FileSystemView) -> tuple[list[FileWrite], dict]:
+        """insert_overwrite: new file groups for every partition it writes, replacing their groups."""
         writes: list[FileWrite] = []
         replaced: dict[str, list[str]] = {}
         for partition, part_rows in split_by(rows, PARTITION):
             writes += self.split_new(partition, part_rows)
-            if operation == "insert_overwrite":
-                replaced[partition] = [g.file_id for g in view.file_groups(partition)]
+            replaced[partition] = [g.file_id for g in view.file_groups(partition)]
         return writes, replaced
 
     # writing ----------------------------------------------------------------------------
@@ -296,11 +293,25 @@ class LocalWriter:
         schema: pa.Schema,
         metadata: CommitMetadata,
     ) -> None:
-        """Upsert, delete and insert_overwrite: plan every file from the whole input, then write them."""
+        """Upsert and delete: each target group is merged and its files written in one task, so a thread holds
+        one group's rows at a time. insert_overwrite: plan its new groups, then write them."""
         rows = self._prepare(data, operation, schema)
         if operation in ("upsert", "delete"):
             rows = self.dedupe(rows, self.record_identity())
-        writes, replaced = self._plan(operation, rows, view, schema)
+            bases, tagged = self.tag(operation, rows, view)
+            self.ensure_partitions(pc.unique(tagged.column(PARTITION)).to_pylist(), txn.time)  # one flush
+            tasks = itertools.count()
+            max_size = self.options.max_file_size
+
+            def write_group(group: tuple[str, pa.Table]) -> list[WriteStat]:
+                writes = file_groups.plan_group(*group, bases, schema, self.reads, self.config, max_size)
+                return [self.write_file(txn, write, next(tasks)) for write in writes]
+
+            for stats in each(write_group, list(split_by(tagged, TARGET)), self.io_threads):
+                for stat in stats:
+                    metadata.add(stat)
+            return
+        writes, replaced = self._plan_new(operation, rows, view)
         metadata.partition_to_replace_file_ids = replaced if action == REPLACE_COMMIT else None
         self.ensure_partitions([w.partition for w in writes], txn.time)  # one flush of their parents
         files = range(len(writes))
