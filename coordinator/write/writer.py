@@ -273,7 +273,8 @@ class LocalWriter:
 
         rows_in = 0
         try:
-            for count, parts in prefetched(batches, split):
+            one_batch = isinstance(data, pa.Table) and data.num_rows <= INPUT_BATCH_ROWS  # nothing to overlap
+            for count, parts in map(split, batches) if one_batch else prefetched(batches, split):
                 rows_in += count
                 files.add(parts)
             for stat in files.finish():

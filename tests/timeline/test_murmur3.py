@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 from timeline.index import murmur3
 from timeline.index.bloom import key_hashes
-from timeline.index.murmur3 import hash128
+
+
+def hash128(keys, seed: int = 0):
+    """The vectorised passes, however few the keys (few are otherwise hashed one by one)."""
+    with mock.patch.object(murmur3, "FEW_KEYS", -1):
+        return murmur3.hash128(keys, seed)
+
 
 STRING_TYPES = [pa.string(), pa.large_string()]
 
@@ -150,3 +156,10 @@ def test_rejects_other_types_and_seeds() -> None:
     for seed in (-1, 2**32):
         with pytest.raises(ValueError):
             hash128(pa.array(["a"]), seed=seed)
+
+
+@given(st.lists(st.text(max_size=40), max_size=80), st.integers(0, 2**32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_few_keys_hashed_one_by_one_equal_the_vectorised_passes(keys, seed):
+    array = pa.array(keys, pa.string())
+    np.testing.assert_array_equal(murmur3.hash128(array, seed), hash128(array, seed))

@@ -35,6 +35,7 @@ MAX_HASHES = 64
 SINGLE_PROBES = 3  # probes checked one by one before the rest are checked together
 MAX_BITS = 1 << 36  # 8 GiB of filter: anything larger is garbage, not a filter
 ADD_KEYS = 1 << 16  # keys whose probe positions are computed at once (num_hashes int64s each)
+FEW_KEYS = 1024  # up to this many keys are set with `_positions_of`'s (n, num_hashes) matrix
 UNPACKED_BITS = 1 << 28  # a filter up to this many bits (256 MB as bytes) is built unpacked
 _HEADER = struct.Struct(">4sBHQQd")
 _CRC = struct.Struct(">I")
@@ -113,7 +114,10 @@ class BloomFilter:
         packed bits, so building never holds more than UNPACKED_BITS bytes.
         """
         for start in range(0, len(halves), ADD_KEYS):
-            for positions in self._steps(halves[start : start + ADD_KEYS]):
+            chunk = halves[start : start + ADD_KEYS]
+            # a few keys: the closed form in one step costs less than num_hashes steps of numpy calls
+            steps = [self._positions_of(chunk).ravel()] if len(chunk) <= FEW_KEYS else self._steps(chunk)
+            for positions in steps:
                 if self.num_bits <= UNPACKED_BITS:
                     if self._unpacked is None:
                         self._unpacked = np.unpackbits(self._packed, count=self.num_bits, bitorder="little")

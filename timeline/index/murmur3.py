@@ -17,12 +17,14 @@ from __future__ import annotations
 import operator
 import sys
 
+import mmh3
 import numpy as np
 import pyarrow as pa
 
 __all__ = ["hash128"]
 
 BATCH_KEYS = 1 << 16  # keys hashed together: bounds the work buffers and keeps them in cache
+FEW_KEYS = 64  # up to this many keys are hashed by mmh3 one by one
 # A batch loops over its longest key's blocks, at a fixed Python cost per block, however few keys have it; so
 # the few keys with more blocks than this are taken out of their batches and hashed together afterwards.
 LONG_BLOCKS = 32
@@ -267,6 +269,9 @@ def hash128(keys: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
         raise ValueError(f"hash128 seed must be in 0..2**32-1, not {seed}")
     if keys.null_count:
         raise ValueError(f"hash128 keys must not be null ({keys.null_count} nulls)")
+    if len(keys) <= FEW_KEYS:  # a handful: mmh3 per key costs less than setting up the vector passes
+        digest = b"".join(mmh3.hash_bytes(k.encode("utf-8"), seed, True) for k in keys.to_pylist())
+        return np.frombuffer(digest, dtype="<u8").reshape(-1, 2).astype(np.uint64)
     out = np.empty((len(keys), 2), dtype=np.uint64)
     work = _Work(min(BATCH_KEYS, max((len(chunk) for chunk in chunks), default=0)))
     start = 0
