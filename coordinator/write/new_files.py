@@ -203,12 +203,11 @@ class BaseFileWriter:
 
 @dataclass
 class _Waiting:
-    """One partition's rows waiting for its file, and its open file."""
+    """One partition's rows waiting for its file."""
 
     parts: list[pa.Table] = field(default_factory=list)
     rows: int = 0
     nbytes: int = 0
-    file: BaseFileWriter | None = None
 
 
 class InsertFiles:
@@ -272,11 +271,7 @@ class InsertFiles:
         if waiting is not None:
             file, closed = self._fill(partition, _rows_of(waiting), file)
         if file is not None:
-            try:
-                closed.append(file.close())
-            except BaseException:
-                file.abandon()
-                raise
+            closed.append(_closed(file))
         return closed
 
     def _write(self, partition: str, whole_groups: bool) -> None:
@@ -293,7 +288,7 @@ class InsertFiles:
             rows = rows.slice(0, ready)
         file = self._open.pop(partition, None)
         if file is None and len(self._open) >= MAX_OPEN_FILES:
-            self.stats.append(self._open.pop(next(iter(self._open))).close())  # the one written longest ago
+            self.stats.append(_closed(self._open.pop(next(iter(self._open)))))  # the one written longest ago
         file, closed = self._fill(partition, rows, file)
         self.stats += closed
         if file is not None:
@@ -331,3 +326,12 @@ class InsertFiles:
 
 def _rows_of(waiting: _Waiting) -> pa.Table:
     return pa.concat_tables(waiting.parts) if len(waiting.parts) > 1 else waiting.parts[0]
+
+
+def _closed(file: BaseFileWriter) -> WriteStat:
+    """The file closed, or abandoned if closing fails."""
+    try:
+        return file.close()
+    except BaseException:
+        file.abandon()
+        raise

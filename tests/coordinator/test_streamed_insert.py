@@ -71,7 +71,7 @@ class Watched(new_files.InsertFiles):
 
 
 @given(rows=inputs(), data=st.data())
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 def test_a_streamed_insert_is_its_input_in_files_described_as_if_written_whole(rows, data):
     options = WriteOptions(
         max_file_size=data.draw(st.integers(200, 40_000), label="max_file_size"),

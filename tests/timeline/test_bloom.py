@@ -194,7 +194,7 @@ def test_a_filter_of_another_version_is_refused_not_misread():
 
 
 @given(st.lists(KEYS, max_size=300), st.integers(1, 2000), st.sampled_from([1e-9, 1e-3, 0.3]), st.data())
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 def test_keys_added_in_batches_set_exactly_the_bits_of_every_probe(keys, entries, fpp, data):
     """`add_hashed` walks the probes one step at a time without a modulo, in batches of any size, packed or
     not: the bits it sets are exactly those of the closed-form positions (`_positions_of`), and the
