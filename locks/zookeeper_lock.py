@@ -14,6 +14,8 @@ import time
 from locks.base import LockProvider, LockServiceUnreachable, OwnerInfo, RetryPolicy, connection_cause, probe
 from timeline.errors import LockError
 
+RECONNECT_MAX_DELAY_S = 1.0
+
 
 class ZookeeperLock(LockProvider):
     name = "zookeeper"
@@ -39,7 +41,10 @@ class ZookeeperLock(LockProvider):
         self.connection_timeout_s = connection_timeout_s
         self.session_timeout_s = session_timeout_s
         self.attempt_wait_s = 0.5
-        kwargs: dict = {"hosts": hosts, "timeout": session_timeout_s}
+        # Reconnect attempts back off to at most RECONNECT_MAX_DELAY_S apart (kazoo's default grows to an hour):
+        # a holder whose server restarts must find it back well within its session timeout.
+        retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": RECONNECT_MAX_DELAY_S}
+        kwargs: dict = {"hosts": hosts, "timeout": session_timeout_s, "connection_retry": retry}
         if digest:
             user, password = digest
             kwargs["auth_data"] = [("digest", f"{user}:{password}")]
