@@ -53,7 +53,7 @@ from bench.report import OUT, interleaved, summarize, write_report
 from coordinator.config import CoordinatorConfig
 from coordinator.mdt import deltacommit
 from coordinator.mdt.compaction import execute, schedule
-from coordinator.write.parquet_files import write_parquet
+from coordinator.write.parquet_files import open_parquet
 from coordinator.write.writer import LocalWriter
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.file_names import base_file_name, new_file_id, write_token
@@ -128,14 +128,16 @@ def with_meta(rows: pa.Table, stamp: str, task: int, partition: str, name: str) 
 
 
 def write_one(table: Table, stamp: str, partition: int, slot: int, shape: Shape) -> WriteStat:
-    """One base file as the local writer writes it (meta columns, `write_parquet`), and its index records."""
+    """One base file as the local writer writes it (meta columns, `open_parquet`), and its index records."""
     path_partition = partition_name(partition)
     file_id = new_file_id()
     name = base_file_name(file_id, write_token(slot), stamp)
     path = f"{path_partition}/{name}"
     rows = with_meta(file_rows(partition, slot, shape.files_per_partition), stamp, slot, path_partition, name)
     with table.storage.open_output(path) as out:
-        footer = write_parquet(rows, out, 128 * 1024)
+        with open_parquet(out, rows.schema) as writer:
+            writer.write_table(rows, row_group_size=128 * 1024)
+        footer = writer.writer.metadata
     size = table.storage.size(path)
     stats, bloom = mdt_indexes.records_for_file(
         table.config, path_partition, name, rows, rows.column("_hoodie_record_key"), footer
