@@ -24,6 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from timeline.index.murmur3 import hash_each
+
 DEFAULT_NUM_ENTRIES = 60000  # hoodie.index.bloom.num_entries
 DEFAULT_FPP = 1e-9  # hoodie.index.bloom.fpp
 BLOOM_TYPE = "TANDEM_MMH3_V1"
@@ -50,8 +52,7 @@ def _prime_at_least(n: int) -> int:
 
 def key_hashes(keys: list[str]) -> np.ndarray:
     """(n, 2) uint64: the two 64-bit halves of each key's x64-128 MurmurHash3, machine independent."""
-    digest = b"".join(mmh3.hash_bytes(k.encode("utf-8"), 0, True) for k in keys)
-    return np.frombuffer(digest, dtype="<u8").reshape(-1, 2)
+    return hash_each(keys)
 
 
 class BloomFilter:

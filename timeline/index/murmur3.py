@@ -248,6 +248,12 @@ def _hash_array(arr: pa.Array, seed: np.uint64, work: _Work, out: np.ndarray, de
         out[where] = long_out
 
 
+def hash_each(keys: list[str], seed: int = 0) -> np.ndarray:
+    """`hash128` of Python strings, key by key with mmh3: for a handful of keys, and the reference it equals."""
+    digest = b"".join(mmh3.hash_bytes(k.encode("utf-8"), seed, True) for k in keys)
+    return np.frombuffer(digest, dtype="<u8").reshape(-1, 2).astype(np.uint64)
+
+
 def hash128(keys: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
     """(n, 2) uint64: the two 64-bit halves of each key's x64-128 MurmurHash3 of its UTF-8 bytes, machine independent.
 
@@ -270,8 +276,7 @@ def hash128(keys: pa.Array | pa.ChunkedArray, seed: int = 0) -> np.ndarray:
     if keys.null_count:
         raise ValueError(f"hash128 keys must not be null ({keys.null_count} nulls)")
     if len(keys) <= FEW_KEYS:  # a handful: mmh3 per key costs less than setting up the vector passes
-        digest = b"".join(mmh3.hash_bytes(k.encode("utf-8"), seed, True) for k in keys.to_pylist())
-        return np.frombuffer(digest, dtype="<u8").reshape(-1, 2).astype(np.uint64)
+        return hash_each(keys.to_pylist(), seed)
     out = np.empty((len(keys), 2), dtype=np.uint64)
     work = _Work(min(BATCH_KEYS, max((len(chunk) for chunk in chunks), default=0)))
     start = 0
