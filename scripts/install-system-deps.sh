@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the tests need from Debian's packages when it is missing:
-# a Java runtime (Spark, ZooKeeper, the Hudi reference), Maven (the Hudi bundles) and the ZooKeeper server jars.
+# a Java runtime (Spark, ZooKeeper, the Hudi reference), a JDK's javac (the tests compile small judges against
+# Hudi's bundle), Maven (the Hudi bundles) and the ZooKeeper server jars.
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 [ -d /usr/share/zookeeper ] || need+=(zookeeper)
 if [ ${#need[@]} -gt 0 ]; then

@@ -273,6 +273,13 @@ class HudiReference:
             raise HudiError(answer.get("error", {}))
         return answer["rows"]
 
+    def jvm(self, code: str, **args):
+        """Run `code` in the reference session with `spark`, `jvm` and `args`; its `result` (JSON) comes back."""
+        answer = self.request({"op": "jvm", "code": code, "args": args})
+        if not answer.get("ok"):
+            raise HudiError(answer.get("error", {}))
+        return answer["result"]
+
     # -- life cycle
 
     def _kill(self) -> None:

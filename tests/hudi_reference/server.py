@@ -14,6 +14,9 @@ nothing the JVM prints can break a response). Requests:
     {"id": 3, "op": "batch", "requests": [read, read, ...]}      -> {"id": 3, "ok": true, "results": [...]}
     {"id": 4, "op": "write", "path": P, "input": FILE.parquet, "operation": "upsert", "options": {...}}
     {"id": 5, "op": "sql", "sql": "..."}                           -> rows as JSON (small answers only)
+    {"id": 7, "op": "jvm", "code": "...", "args": {...}}           -> {"result": ...}: the code runs with `spark`,
+        `jvm` (py4j's view of the JVM) and `args`, and sets `result` (JSON); it probes Hudi's own classes (its
+        HFile and log readers) directly, below the Spark data source
     {"id": 6, "op": "exit"}
 
 A read writes its rows (meta columns included) as a parquet file in DIR (collected as Arrow batches: one Spark
@@ -131,6 +134,12 @@ def sql(spark, request: dict) -> dict:
     return {"rows": [row.asDict(recursive=True) for row in rows]}
 
 
+def jvm(spark, request: dict) -> dict:
+    scope = {"spark": spark, "jvm": spark._jvm, "args": request.get("args") or {}, "result": None}
+    exec(request["code"], scope)  # test-side code of this project only: the server reads its own stdin
+    return {"result": scope["result"]}
+
+
 def error_of(err: BaseException) -> dict:
     """The failure as JSON: the Java exception's class and message when the JVM raised one."""
     found = {"class": type(err).__name__, "message": str(err).splitlines()[0] if str(err) else ""}
@@ -164,6 +173,8 @@ def handle(spark, request: dict) -> dict:
             body = write(spark, request)
         elif op == "sql":
             body = sql(spark, request)
+        elif op == "jvm":
+            body = jvm(spark, request)
         elif op == "batch":  # reads side by side: each spends most of its time planning on the driver
             with ThreadPoolExecutor(max(1, int(request.get("parallel", 4)))) as pool:
                 body = {"results": list(pool.map(lambda r: handle(spark, r), request["requests"]))}
