@@ -150,3 +150,11 @@ def java_hudi_1x():
     reference = _hudi_reference("hudi-1.x")
     yield reference
     reference.close()
+
+
+@pytest.fixture(scope="session")
+def java_mdt_table(java_hudi, tmp_path_factory):
+    """A table whose metadata table Java Hudi 0.15 wrote (tests/hudi_reference/java_mdt.py), once per run."""
+    from tests.hudi_reference.java_mdt import write
+
+    return write(java_hudi, tmp_path_factory.mktemp("java-mdt") / "table")

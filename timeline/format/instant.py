@@ -47,7 +47,9 @@ WRITE_ACTIONS = {COMMIT, DELTA_COMMIT, REPLACE_COMMIT, COMPACTION}
 TABLE_SERVICE_ACTIONS = {CLEAN, ROLLBACK, COMPACTION, LOG_COMPACTION, RESTORE, INDEXING}
 
 _TIME_RE = re.compile(r"[0-9]{14}(?:[0-9]{3})?")  # ASCII digits only: `\d` also matches other scripts' digits
-_FILE_RE = re.compile(r"^([0-9]{14,17})\.([a-z]+)(?:\.(requested|inflight))?$")
+# a metadata table's own actions append 3-digit suffixes to a data instant: `<T>001` (compaction), `<T>011`
+# (a partition's initialization), `<T>011001` (the compaction after it)
+_FILE_RE = re.compile(r"^([0-9]{14,17}(?:[0-9]{3}){0,2})\.([a-z]+)(?:\.(requested|inflight))?$")
 
 
 @dataclass(frozen=True, order=True)
