@@ -219,6 +219,13 @@ def clear_java_metadata_record(storage: Storage) -> TableConfig:
     return _record(storage, {JAVA_METADATA_PARTITIONS: None, JAVA_METADATA_PARTITIONS_INFLIGHT: None})
 
 
+def record_metadata_partitions(storage: Storage, partitions: list[str]) -> TableConfig:
+    """Set Hudi's record of the metadata table's built partitions (sorted, comma-joined, as Java writes it); a
+    partition is recorded once its initialization completed, and Java readers look for nothing else."""
+    value = ",".join(sorted(set(partitions))) or None
+    return _record(storage, {JAVA_METADATA_PARTITIONS: value, JAVA_METADATA_PARTITIONS_INFLIGHT: None})
+
+
 def record_metadata_indexes(storage: Storage, indexes: list[str]) -> TableConfig:
     """Set the MDT index partitions writers maintain (`tandem.metadata.indexes`)."""
     return _record(storage, {METADATA_INDEXES: ",".join(sorted(set(indexes))) or None})

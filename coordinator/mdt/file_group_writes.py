@@ -1,0 +1,167 @@
+"""Writing the metadata table's files in Hudi's format (Hudi 0.15, table version 6), so that Java Hudi lists
+from them and continues them: a partition's initialization, and one delta commit's log file per file group.
+
+- A partition folder gets `.hoodie_partition_metadata` (Java neither compacts, cleans nor rolls back a
+  partition without one), and each of its file groups a first log, version 1 over the initial instant I,
+  holding one empty delete block (as Java's `initializeFileGroups`), then a base file
+  `{fileId}_0-0-0_{I}.hfile` when the initialization has records for it.
+- A delta commit T writes, for each file group its records map to (Java's `mapRecordKeyToFileGroupIndex`
+  over the groups sorted by file id), one new log `.{fileId}_{slice}.log.{top + 1}_0-0-0` holding one HFile
+  data block (INSTANT_TIME T, SCHEMA the stored record schema). The write token is fixed, so a version has
+  one name and claiming it with create-if-absent is the storage fence between writers.
+- Base files carry the schema and the first and last record key in their file info, as Java's do. Java also
+  stores a bloom filter of the record keys (a `bloomFilter` meta block, about 430 KB at Hudi's defaults);
+  no reader of the metadata table asks for it, and Tandem writes none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from timeline.errors import ConflictError
+from timeline.format import properties
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.commit_metadata import CommitMetadata, WriteStat
+from timeline.format.file_names import PARTITION_METADATA
+from timeline.format.instant import DELTA_COMMIT, Instant, State
+from timeline.hfile import write_hfile
+from timeline.hudi_log import delete_block, hfile_block, log_file_name
+from timeline.io.storage import Storage
+from timeline.mdt import hudi_keys, hudi_layout, hudi_records
+from timeline.mdt.file_slices import FileGroup
+from timeline.mdt.hudi_schema import stored_schema_json
+
+TOKEN = "0-0-0"
+BASE_BLOCK_SIZE = 1 << 20  # HFile blocks of Hudi's metadata-table base files (hoodie.hfile.block.size)
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One file a metadata-table write created; `path` is relative to the MDT base."""
+
+    partition: str
+    file_id: str
+    path: str
+    size: int
+    base_instant: str
+    records: int
+
+    def write_stat(self) -> WriteStat:
+        return WriteStat(
+            self.file_id,
+            self.path,
+            self.partition,
+            prev_commit=self.base_instant,
+            num_writes=self.records,
+            num_inserts=self.records,
+            total_write_bytes=self.size,
+            file_size_in_bytes=self.size,
+        )
+
+
+def create_table(mdt: Storage, data_table_name: str) -> None:
+    """The MDT's own `hoodie.properties` (every key Hudi 0.15 writes) and its timeline folders."""
+    mdt.makedirs(".hoodie/archived")
+    props = properties.dumps(hudi_layout.metadata_table_properties(data_table_name)).encode()
+    if not mdt.create_if_absent(".hoodie/hoodie.properties", props):
+        raise ConflictError(f"{mdt.uri('')} already exists")
+
+
+def base_file_name(file_id: str, instant: str) -> str:
+    return f"{file_id}_{TOKEN}_{instant}.hfile"
+
+
+def encode_base_file(records: Iterable[Mapping], file_name: str) -> bytes:
+    """A base file of `records` (distinct keys), as Java's HoodieAvroHFileWriter lays one out."""
+    cells = sorted((r["key"].encode(), hudi_records.encode_cell(r, file_name)) for r in records)
+    info = {b"schema": stored_schema_json().encode()}
+    if cells:
+        info[b"minRecordKey"], info[b"maxRecordKey"] = cells[0][0], cells[-1][0]
+    return write_hfile(cells, info, block_size=BASE_BLOCK_SIZE, compression="gz")
+
+
+def partition_metadata(instant: str) -> bytes:
+    """`.hoodie_partition_metadata` of an MDT partition (one level deep), as HoodiePartitionMetadata writes it."""
+    stamp = datetime.now(timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
+    return f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth=1\n".encode()
+
+
+def by_file_group(records: Iterable[Mapping], file_ids: Sequence[str]) -> dict[str, list[Mapping]]:
+    """Records by the file group their key maps to, among `file_ids` sorted (Java maps keys to positions)."""
+    ordered = sorted(file_ids)
+    out: dict[str, list[Mapping]] = {}
+    for record in records:
+        out.setdefault(ordered[hudi_keys.file_group_index(record["key"], len(ordered))], []).append(record)
+    return out
+
+
+def initialize_partition(
+    mdt: Storage, partition: str, instant: str, records: Sequence[Mapping], group_count: int = 1
+) -> list[WrittenFile]:
+    """The files of MDT partition `partition` initialized at `instant` (its delta commit is the caller's)."""
+    mdt.makedirs(partition)
+    mdt.create_if_absent(f"{partition}/{PARTITION_METADATA}", partition_metadata(instant))
+    file_ids = [hudi_layout.file_group_id(partition, i) for i in range(group_count)]
+    written = []
+    for file_id in file_ids:
+        path = f"{partition}/{log_file_name(file_id, instant, 1, TOKEN)}"
+        first = delete_block(instant, [])
+        if not mdt.create_if_absent(path, first):
+            raise ConflictError(f"metadata log {path} exists: partition {partition} is being initialized elsewhere")
+        written.append(WrittenFile(partition, file_id, path, len(first), instant, 0))
+    for file_id, group_records in by_file_group(records, file_ids).items():
+        name = base_file_name(file_id, instant)
+        data = encode_base_file(group_records, name)
+        path = f"{partition}/{name}"
+        if not mdt.create_if_absent(path, data):
+            raise ConflictError(
+                f"metadata base file {path} exists: partition {partition} is being initialized elsewhere"
+            )
+        written.append(WrittenFile(partition, file_id, path, len(data), instant, len(group_records)))
+    mdt.sync_dirs([partition])
+    return written
+
+
+def write_logs(
+    mdt: Storage,
+    partition: str,
+    instant: str,
+    records: Sequence[Mapping],
+    groups: Sequence[FileGroup],
+    slices: Mapping[str, str],
+) -> list[WrittenFile]:
+    """One log per file group `records` map to, claimed at the next version of the group's writer slice
+    (`slices`: file id -> base instant). A version already taken means another writer is committing: the
+    claim is refused with ConflictError and nothing of this instant counts until it completes."""
+    by_id = {g.file_id: g for g in groups}
+    written = []
+    for file_id, group_records in sorted(by_file_group(records, list(by_id)).items()):
+        base_instant = slices[file_id]
+        current = by_id[file_id].slices.get(base_instant)
+        version = (current.max_version if current is not None else 0) + 1
+        path = f"{partition}/{log_file_name(file_id, base_instant, version, TOKEN)}"
+        cells = [(r["key"], hudi_records.encode_cell(r)) for r in group_records]
+        block = hfile_block(instant, stored_schema_json(), cells)
+        if not mdt.create_if_absent(path, block):
+            raise ConflictError(f"metadata log {path} was claimed by another writer; aborting {instant}")
+        written.append(WrittenFile(partition, file_id, path, len(block), base_instant, len(group_records)))
+    mdt.sync_dirs({w.partition for w in written})
+    return written
+
+
+def complete_delta_commit(
+    timeline: ActiveTimeline, instant: str, written: Sequence[WrittenFile], operation: str
+) -> None:
+    """`instant.deltacommit` (requested, inflight, completed) naming every file it wrote, by MDT partition."""
+    meta = CommitMetadata(operation_type=operation, schema=stored_schema_json())
+    for file in written:
+        meta.add(file.write_stat())
+    found = timeline.find(instant)
+    pending = Instant(instant, DELTA_COMMIT, State.REQUESTED)
+    if found is None:
+        timeline.create_requested(pending)
+    if found is None or found.state == State.REQUESTED:
+        timeline.transition_to_inflight(pending)
+    timeline.complete(pending, meta.to_json_bytes())

@@ -1,0 +1,154 @@
+"""Java Hudi 0.15 uses a metadata table Tandem wrote in Hudi's format, and continues it.
+
+On a table Java wrote without a metadata table, Tandem initializes `files` (coordinator/mdt/file_group_writes.py)
+and records it in `hoodie.table.metadata.partitions`. Then:
+- Java lists from it: a data file that storage holds but the metadata table does not list (a copy of a file
+  group under another file id, at a completed instant) is invisible to a Java read with the metadata table on
+  and visible with it off;
+- a Tandem delta commit's log (one HFile data block) is read by Java like its own;
+- a Java writer continues the metadata table (its delta commits land in Tandem's slice; nothing is rebuilt),
+  and Tandem's reader of the format then lists what storage holds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from coordinator.mdt.file_group_writes import complete_delta_commit, create_table, initialize_partition, write_logs
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.table_config import read_config, record_metadata_partitions
+from timeline.io.storage import Storage
+from timeline.mdt import hudi_records
+from timeline.mdt.file_slices import list_file_groups
+from timeline.mdt.hudi_layout import FILES, partition_init_instant
+from timeline.mdt.snapshot import MetadataSnapshot
+from timeline.mdt.storage_listing import list_storage
+
+OPTIONS = {
+    "hoodie.table.name": "uses_tandem_mdt",
+    "hoodie.datasource.write.recordkey.field": "id",
+    "hoodie.datasource.write.partitionpath.field": "part",
+    "hoodie.datasource.write.precombine.field": "ts",
+    "hoodie.datasource.write.table.type": "COPY_ON_WRITE",
+    "hoodie.parquet.small.file.limit": "0",
+}
+WITHOUT_MDT = {**OPTIONS, "hoodie.metadata.enable": "false"}
+WITH_MDT = {**OPTIONS, "hoodie.metadata.enable": "true", "hoodie.metadata.compact.max.delta.commits": "3"}
+
+
+def rows(ids: range, version: int) -> pa.Table:
+    return pa.table(
+        {
+            "id": [f"k{i:04d}" for i in ids],
+            "part": [f"p{i % 3}" for i in ids],
+            "ts": [version] * len(ids),
+            "v": [i * 10 + version for i in ids],
+        }
+    )
+
+
+def files_records(listing: pa.Table) -> list[dict]:
+    """`__all_partitions__` and one file list per partition, from a (partition, file, size) listing."""
+    by_partition: dict[str, dict[str, int]] = {}
+    for partition, name, size in zip(
+        *(listing.column(c).to_pylist() for c in ("partition", "file", "size")), strict=True
+    ):
+        by_partition.setdefault(partition, {})[name] = size
+    return [hudi_records.partition_list_record(by_partition)] + [
+        hudi_records.file_list_record(p, files) for p, files in by_partition.items()
+    ]
+
+
+def initialize(base: str) -> str:
+    """Tandem's `files` partition for the table at `base`, built from storage; returns its instant."""
+    data = Storage(base)
+    timeline = ActiveTimeline.load(data, ".hoodie")
+    mdt = data.sub(".hoodie/metadata")
+    create_table(mdt, read_config(data).name)
+    instant = partition_init_instant(timeline.last_time(), 0)
+    written = initialize_partition(mdt, FILES, instant, files_records(list_storage(data, timeline)))
+    complete_delta_commit(ActiveTimeline.load(mdt, ".hoodie"), instant, written, "BULK_INSERT")
+    record_metadata_partitions(data, [FILES])
+    return instant
+
+
+def read_ids(java_hudi, base: str, metadata: bool) -> list[str]:
+    table = java_hudi.read(base, metadata=metadata)
+    return sorted(table.column("id").to_pylist())
+
+
+def snapshot(base: str) -> MetadataSnapshot:
+    data = Storage(base)
+    mdt = data.sub(".hoodie/metadata")
+    return MetadataSnapshot.open(mdt, ActiveTimeline.load(mdt, ".hoodie"), ActiveTimeline.load(data, ".hoodie"))
+
+
+def storage_files(base: str, partitions: list[str]) -> dict[str, dict[str, int]]:
+    return {
+        p: {
+            n: os.path.getsize(os.path.join(base, p, n))
+            for n in os.listdir(os.path.join(base, p))
+            if n.endswith(".parquet")
+        }
+        for p in partitions
+    }
+
+
+def tandem_log(base: str, records: list[dict]) -> None:
+    """One Tandem log of `records` in the `files` partition, at the table's newest completed instant."""
+    data = Storage(base)
+    mdt = data.sub(".hoodie/metadata")
+    groups = list_file_groups(mdt, FILES)
+    newest = ActiveTimeline.load(data, ".hoodie").last_time()
+    written = write_logs(mdt, FILES, newest, records, groups, {g.file_id: max(g.slices) for g in groups})
+    assert written and all(".log." in w.path for w in written)
+
+
+def test_java_lists_from_and_continues_a_tandem_metadata_table(java_hudi, tmp_path):
+    base = str(tmp_path / "table")
+    java_hudi.write(base, rows(range(0, 30), 1), "insert", WITHOUT_MDT, mode="overwrite")
+    java_hudi.write(base, rows(range(20, 40), 2), "upsert", WITHOUT_MDT)
+    init = initialize(base)
+    expected = [f"k{i:04d}" for i in range(40)]
+    assert read_ids(java_hudi, base, metadata=True) == expected
+
+    # a file storage holds and the metadata table does not list: Java lists from the metadata table
+    victim = next(n for n in sorted(os.listdir(os.path.join(base, "p1"))) if n.endswith(".parquet"))
+    file_id, rest = victim.split("_", 1)
+    stray = f"{file_id[:-10]}ffffffff{file_id[-2:]}_{rest}"
+    shutil.copyfile(os.path.join(base, "p1", victim), os.path.join(base, "p1", stray))
+    assert read_ids(java_hudi, base, metadata=True) == expected
+    stray_ids = pq.read_table(os.path.join(base, "p1", stray), columns=["id"]).column("id").to_pylist()
+    assert stray_ids and read_ids(java_hudi, base, metadata=False) == sorted(expected + stray_ids)
+
+    # Java continues the metadata table with a delta commit of its own
+    java_hudi.write(base, rows(range(40, 45), 3), "insert", WITH_MDT)
+    expected += [f"k{i:04d}" for i in range(40, 45)]
+    mdt_times = {i.time for i in ActiveTimeline.load(Storage(base).sub(".hoodie/metadata"), ".hoodie").instants}
+    assert init in mdt_times, "Java rebuilt the metadata table instead of continuing it"
+    assert read_ids(java_hudi, base, metadata=True) == expected
+
+    # a Tandem log listing the stray file: Java reads it (the stray's rows appear), then a Tandem tombstone
+    size = os.path.getsize(os.path.join(base, "p1", stray))
+    tandem_log(base, [hudi_records.file_list_record("p1", {stray: size})])
+    assert read_ids(java_hudi, base, metadata=True) == sorted(expected + stray_ids)
+    tandem_log(base, [hudi_records.file_list_record("p1", {}, deleted=[stray])])
+    assert read_ids(java_hudi, base, metadata=True) == expected
+    os.remove(os.path.join(base, "p1", stray))
+
+    # Java goes on, compacting the metadata table once, and Tandem's reader lists what storage holds
+    for version in range(4, 8):
+        java_hudi.write(base, rows(range(version * 5, version * 5 + 8), version), "upsert", WITH_MDT)
+    mdt_timeline = ActiveTimeline.load(Storage(base).sub(".hoodie/metadata"), ".hoodie")
+    assert init in {i.time for i in mdt_timeline.instants}, "Java rebuilt the metadata table instead of continuing it"
+    assert any(i.action == "compaction" and i.is_completed for i in mdt_timeline.instants)
+    assert read_ids(java_hudi, base, metadata=True) == read_ids(java_hudi, base, metadata=False) == sorted(expected)
+    view = snapshot(base)
+    partitions = view.partitions()
+    assert partitions == ["p0", "p1", "p2"]
+    assert view.files(partitions) == storage_files(base, partitions)
+    assert view.corrupt == []
