@@ -27,7 +27,7 @@ from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.file_names import PARTITION_METADATA
 from timeline.format.instant import DELTA_COMMIT, Instant, State
 from timeline.hfile import write_hfile
-from timeline.hudi_log import delete_block, hfile_block, log_file_name
+from timeline.hudi_log import delete_block, hfile_block, log_file_name, rollback_block
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_keys, hudi_layout, hudi_records
 from timeline.mdt.file_slices import FileGroup
@@ -147,6 +147,31 @@ def write_logs(
         if not mdt.create_if_absent(path, block):
             raise ConflictError(f"metadata log {path} was claimed by another writer; aborting {instant}")
         written.append(WrittenFile(partition, file_id, path, len(block), base_instant, len(group_records)))
+    mdt.sync_dirs({w.partition for w in written})
+    return written
+
+
+def write_rollback_logs(
+    mdt: Storage,
+    partition: str,
+    rollback_instant: str,
+    target: str,
+    groups: Sequence[FileGroup],
+    slices: Mapping[str, str],
+) -> list[WrittenFile]:
+    """A rollback command block (INSTANT_TIME the MDT rollback instant, TARGET_INSTANT_TIME `target`) in a new
+    log of each of `groups`, claimed like a delta commit's: readers then drop every earlier block of `target`.
+    Claimed versions are never deleted, so a writer with a stale view cannot claim one again."""
+    written = []
+    for group in sorted(groups, key=lambda g: g.file_id):
+        base_instant = slices[group.file_id]
+        current = group.slices.get(base_instant)
+        version = (current.max_version if current is not None else 0) + 1
+        path = f"{partition}/{log_file_name(group.file_id, base_instant, version, TOKEN)}"
+        block = rollback_block(rollback_instant, target)
+        if not mdt.create_if_absent(path, block):
+            raise ConflictError(f"metadata log {path} was claimed by another writer; aborting the rollback of {target}")
+        written.append(WrittenFile(partition, group.file_id, path, len(block), base_instant, 0))
     mdt.sync_dirs({w.partition for w in written})
     return written
 

@@ -18,8 +18,17 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from coordinator.mdt.file_group_writes import complete_delta_commit, create_table, initialize_partition, write_logs
+from coordinator.mdt.file_group_writes import (
+    complete_delta_commit,
+    create_table,
+    initialize_partition,
+    write_logs,
+    write_rollback_logs,
+)
+from timeline.format import avro_metadata
+from timeline.format.action_metadata import rollback_metadata, rollback_plan
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.instant import CLOCK, COMMIT, ROLLBACK, Instant, State
 from timeline.format.table_config import read_config, record_metadata_partitions
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_records
@@ -152,3 +161,34 @@ def test_java_lists_from_and_continues_a_tandem_metadata_table(java_hudi, tmp_pa
     assert partitions == ["p0", "p1", "p2"]
     assert view.files(partitions) == storage_files(base, partitions)
     assert view.corrupt == []
+
+
+def test_java_drops_the_blocks_a_tandem_rollback_command_names(java_hudi, tmp_path):
+    """A Tandem log lists a stray file at a completed instant T; a Tandem MDT rollback of T (a command block
+    in a new log, the rollback instant completed with Hudi's Avro plan and metadata) hides it from Java again."""
+    base = str(tmp_path / "table")
+    java_hudi.write(base, rows(range(0, 12), 1), "insert", WITHOUT_MDT, mode="overwrite")
+    java_hudi.write(base, rows(range(6, 18), 2), "upsert", WITHOUT_MDT)
+    initialize(base)
+    expected = [f"k{i:04d}" for i in range(18)]
+    victim = next(n for n in sorted(os.listdir(os.path.join(base, "p2"))) if n.endswith(".parquet"))
+    file_id, rest = victim.split("_", 1)
+    stray = f"{file_id[:-10]}eeeeeeee{file_id[-2:]}_{rest}"
+    shutil.copyfile(os.path.join(base, "p2", victim), os.path.join(base, "p2", stray))
+    stray_ids = pq.read_table(os.path.join(base, "p2", stray), columns=["id"]).column("id").to_pylist()
+    tandem_log(base, [hudi_records.file_list_record("p2", {stray: os.path.getsize(os.path.join(base, "p2", stray))})])
+    assert read_ids(java_hudi, base, metadata=True) == sorted(expected + stray_ids)
+
+    data = Storage(base)
+    mdt = data.sub(".hoodie/metadata")
+    target = ActiveTimeline.load(data, ".hoodie").last_time()
+    mdt_timeline = ActiveTimeline.load(mdt, ".hoodie")
+    record = Instant(CLOCK.next_after(target, mdt_timeline.last_time()), ROLLBACK, State.REQUESTED)
+    mdt_timeline.create_requested(record, avro_metadata.encode("HoodieRollbackPlan", rollback_plan(target, COMMIT, {})))
+    groups = list_file_groups(mdt, FILES)
+    write_rollback_logs(mdt, FILES, record.time, target, groups, {g.file_id: max(g.slices) for g in groups})
+    done = rollback_metadata(record.time, 0, {"commitTime": target, "action": COMMIT}, {})
+    mdt_timeline.complete(record, avro_metadata.encode("HoodieRollbackMetadata", done))
+    assert read_ids(java_hudi, base, metadata=True) == expected
+    view = snapshot(base)
+    assert view.files(["p2"])["p2"] == {n: s for n, s in storage_files(base, ["p2"])["p2"].items() if n != stray}
