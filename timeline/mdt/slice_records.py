@@ -12,7 +12,7 @@ Tandem and Java answer alike from the same files:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +28,14 @@ from timeline.mdt import hudi_merge, hudi_records
 from timeline.mdt.file_slices import FileSlice, TimelineFacts
 
 _DELETED = object()  # a key a delete block removed (with whatever the base file holds for it)
+_ABSENT: dict[str, Any] = {}  # a key the base file does not hold (kept, so a miss is not looked up again)
 _DATA_BLOCKS = {BlockType.HFILE_DATA_BLOCK, BlockType.DELETE_BLOCK}
 _BASES: LruCache[tuple[str, str, int], HFileReader] = LruCache(16)
 _LOGS: LruCache[tuple[str, str, int], list[LogBlock]] = LruCache(256)
+# decoded base records, by file and key, and whole base files: a lookup that the logs leave alone then decodes
+# nothing (records are shared: callers never change them)
+_RECORDS: LruCache[tuple[str, str, int, str], dict[str, Any]] = LruCache(4096)
+_WHOLE: LruCache[tuple[str, str, int], dict[str, dict[str, Any]]] = LruCache(4)
 SOLO_PREFIX = "00000000000000"  # instants of partitions initialized on a table with no completed commit
 
 
@@ -59,8 +64,8 @@ def valid_instants(data_timeline: ActiveTimeline, mdt_timeline: ActiveTimeline) 
 def forget_files() -> None:
     """Drop the readers and blocks kept per process: for a process that has itself rewritten an MDT file under
     the same name and size (damage tests)."""
-    _BASES.clear()
-    _LOGS.clear()
+    for cache in (_BASES, _LOGS, _RECORDS, _WHOLE):
+        cache.clear()
 
 
 @dataclass
@@ -137,18 +142,42 @@ def _wanted(key: str, keys: Collection[str] | None, prefixes: Sequence[str] | No
 
 
 def _base_records(
-    reader: HFileReader, keys: Collection[str] | None, prefixes: Sequence[str] | None
-) -> Iterable[tuple[bytes, bytes]]:
+    mdt: Storage, path: str, size: int, keys: Collection[str] | None, prefixes: Sequence[str] | None
+) -> dict[str, dict[str, Any]]:
+    """The decoded records of a base file: of `keys`, of `prefixes`, or all (kept per process)."""
+    whole = _WHOLE.get((mdt.base_uri, path, size))
     if keys is not None:
-        for key in sorted(keys):
-            value = reader.get(key.encode())
-            if value is not None:
-                yield key.encode(), value
-    elif prefixes is not None:
+        found = {}
+        for key in keys:
+            if whole is not None:
+                record = whole.get(key)
+            else:
+                cached = (mdt.base_uri, path, size, key)
+                record = _RECORDS.get(cached)
+                if record is None:
+                    value = base_reader(mdt, path, size).get(key.encode())
+                    record = _ABSENT if value is None else hudi_records.decode_cell(key, value)
+                    _RECORDS.put(cached, record)
+            if record is not None and record is not _ABSENT:
+                found[key] = record
+        return found
+    if whole is None and prefixes is not None:  # a prefix scan decodes only what it reads
+        found = {}
         for prefix in sorted(set(prefixes)):
-            yield from reader.scan_prefix(prefix.encode())
-    else:
-        yield from reader.items()
+            for raw_key, value in base_reader(mdt, path, size).scan_prefix(prefix.encode()):
+                key = raw_key.decode()
+                found[key] = hudi_records.decode_cell(key, value)
+        return found
+    if whole is None:
+        whole = {}
+        for raw_key, value in base_reader(mdt, path, size).items():
+            key = raw_key.decode()
+            whole[key] = hudi_records.decode_cell(key, value)
+        _WHOLE.put((mdt.base_uri, path, size), whole)
+    if prefixes is None:
+        return whole
+    starts = tuple(prefixes)
+    return {key: record for key, record in whole.items() if key.startswith(starts)}
 
 
 def read_group(
@@ -187,11 +216,8 @@ def read_group(
     base = next((s for s in slices if s.base_file is not None), None)
     if base is not None:
         try:
-            reader = base_reader(mdt, base.base_file, base.base_size)
-            for raw_key, value in _base_records(reader, keys, prefixes):
-                key = raw_key.decode()
+            for key, record in _base_records(mdt, base.base_file, base.base_size, keys, prefixes).items():
                 update = folded.get(key)
-                record = hudi_records.decode_cell(key, value)
                 if update is None:
                     out.records[key] = record
                 elif update is not _DELETED:

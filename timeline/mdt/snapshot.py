@@ -10,12 +10,27 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_keys, hudi_records
 from timeline.mdt.file_slices import FileGroup, TimelineFacts, list_file_groups, slices_to_read
 from timeline.mdt.hudi_layout import BLOOM_FILTERS, COLUMN_STATS, FILES
 from timeline.mdt.hudi_records import BloomFilter, ColumnStats
 from timeline.mdt.slice_records import GroupRecords, read_group, valid_instants
+
+_LIVE: LruCache[int, tuple[dict, dict[str, int]]] = LruCache(1024)
+
+
+def _live_files(record: dict) -> dict[str, int]:
+    """{file name: size} of a `files` record's live entries, worked out once per record object: base records
+    are kept per process (`slice_records`), so a partition no log touched costs nothing the next time."""
+    found = _LIVE.get(id(record))
+    if found is not None and found[0] is record:
+        return found[1]
+    entries = record[hudi_records.FILES_FIELD] or {}
+    live = {name: info["size"] for name, info in entries.items() if not info["isDeleted"]}
+    _LIVE.put(id(record), (record, live))
+    return live
 
 
 @dataclass
@@ -77,8 +92,7 @@ class MetadataSnapshot:
         records = self._read(FILES, list(keys))
         out: dict[str, dict[str, int]] = {p: {} for p in partitions}
         for key, record in records.items():
-            live = {n: info.size for n, info in hudi_records.files_of(record).items() if not info.is_deleted}
-            out[keys[key]] = live
+            out[keys[key]] = _live_files(record)
         return out
 
     # -- indexes
