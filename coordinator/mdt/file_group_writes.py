@@ -16,22 +16,24 @@ from them and continues them: a partition's initialization, and one delta commit
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from timeline.errors import ConflictError
+from timeline.errors import ConflictError, CorruptInstantError
 from timeline.format import properties
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.avro_metadata import CompactionOperation, slice_metrics
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.file_names import PARTITION_METADATA
-from timeline.format.instant import DELTA_COMMIT, Instant, State
+from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.hfile import write_hfile
 from timeline.hudi_log import delete_block, hfile_block, log_file_name, rollback_block
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_keys, hudi_layout, hudi_records
-from timeline.mdt.file_slices import FileGroup
+from timeline.mdt.file_slices import FileGroup, FileSlice, LogFile, TimelineFacts
 from timeline.mdt.hudi_schema import stored_schema_json
+from timeline.mdt.slice_records import read_group
 
 TOKEN = "0-0-0"
 BASE_BLOCK_SIZE = 1 << 20  # HFile blocks of Hudi's metadata-table base files (hoodie.hfile.block.size)
@@ -190,3 +192,51 @@ def complete_delta_commit(
     if found is None or found.state == State.REQUESTED:
         timeline.transition_to_inflight(pending)
     timeline.complete(pending, meta.to_json_bytes())
+
+
+def compaction_operation(found: FileSlice, logs: Sequence[LogFile]) -> CompactionOperation:
+    """The plan's operation for one file group: its slice's base instant and base file, and the logs to
+    merge into the new base, by name in Hudi's log order."""
+    return CompactionOperation(
+        found.partition,
+        found.file_id,
+        found.base_instant,
+        found.base_file.rsplit("/", 1)[1] if found.base_file else None,
+        tuple(log.path.rsplit("/", 1)[1] for log in logs),
+        slice_metrics(found.base_size if found.base_file else None, [log.size for log in logs]),
+    )
+
+
+def compact_group(
+    mdt: Storage,
+    found: FileSlice,
+    logs: Sequence[LogFile],
+    facts: TimelineFacts,
+    is_valid: Callable[[str], bool],
+    instant: str,
+) -> WrittenFile | None:
+    """The new base file of one file group at compaction `instant`: its slice's base merged with the valid
+    blocks of the planned `logs` (HoodieMetadataPayload's merge, as Java's compactor applies it), published
+    with create-if-absent; None when the group holds no record at all."""
+    planned = FileSlice(
+        found.partition, found.file_id, found.base_instant, found.base_file, found.base_size, list(logs)
+    )
+    merged = read_group(mdt, [planned], facts, is_valid)
+    if merged.corrupt:
+        raise CorruptInstantError(f"compaction {instant} of {found.file_id}: {'; '.join(merged.corrupt)}")
+    if not merged.records and found.base_file is None:
+        return None
+    name = base_file_name(found.file_id, instant)
+    data = encode_base_file(merged.records.values(), name)
+    path = f"{found.partition}/{name}"
+    if not mdt.create_if_absent(path, data) and mdt.read_bytes(path) != data:
+        raise ConflictError(f"metadata base file {path} exists with other content; compaction {instant} refused")
+    return WrittenFile(found.partition, found.file_id, path, len(data), found.base_instant, len(merged.records))
+
+
+def complete_compaction(timeline: ActiveTimeline, instant: str, written: Sequence[WrittenFile]) -> None:
+    """`instant.commit` of a compaction, naming each new base file with the slice it replaced."""
+    meta = CommitMetadata(operation_type="COMPACT", schema=stored_schema_json(), compacted=True)
+    for file in written:
+        meta.add(file.write_stat())
+    timeline.complete(Instant(instant, COMPACTION, State.INFLIGHT), meta.to_json_bytes())

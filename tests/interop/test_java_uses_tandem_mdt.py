@@ -19,6 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from coordinator.mdt.file_group_writes import (
+    compact_group,
+    compaction_operation,
+    complete_compaction,
     complete_delta_commit,
     create_table,
     initialize_partition,
@@ -28,12 +31,13 @@ from coordinator.mdt.file_group_writes import (
 from timeline.format import avro_metadata
 from timeline.format.action_metadata import rollback_metadata, rollback_plan
 from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.instant import CLOCK, COMMIT, ROLLBACK, Instant, State
+from timeline.format.instant import CLOCK, COMMIT, COMPACTION, DELTA_COMMIT, ROLLBACK, Instant, State
 from timeline.format.table_config import read_config, record_metadata_partitions
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_records
-from timeline.mdt.file_slices import list_file_groups
-from timeline.mdt.hudi_layout import FILES, partition_init_instant
+from timeline.mdt.file_slices import TimelineFacts, list_file_groups
+from timeline.mdt.hudi_layout import FILES, compaction_instant, partition_init_instant
+from timeline.mdt.slice_records import valid_instants
 from timeline.mdt.snapshot import MetadataSnapshot
 from timeline.mdt.storage_listing import list_storage
 
@@ -192,3 +196,56 @@ def test_java_drops_the_blocks_a_tandem_rollback_command_names(java_hudi, tmp_pa
     assert read_ids(java_hudi, base, metadata=True) == expected
     view = snapshot(base)
     assert view.files(["p2"])["p2"] == {n: s for n, s in storage_files(base, ["p2"])["p2"].items() if n != stray}
+
+
+def schedule_compaction(base: str) -> tuple[str, object]:
+    """Tandem's plan for the `files` group at `<latest delta commit>001`, requested and inflight."""
+    mdt = Storage(base).sub(".hoodie/metadata")
+    mdt_timeline = ActiveTimeline.load(mdt, ".hoodie")
+    latest = max(i.time for i in mdt_timeline.instants if i.action == DELTA_COMMIT and i.is_completed)
+    compaction = compaction_instant(latest)
+    (group,) = list_file_groups(mdt, FILES)
+    current = group.slices[max(group.slices)]
+    plan = avro_metadata.compaction_plan([compaction_operation(current, current.logs)])
+    requested = mdt_timeline.create_requested(
+        Instant(compaction, COMPACTION, State.REQUESTED), avro_metadata.encode("HoodieCompactionPlan", plan)
+    )
+    mdt_timeline.transition_to_inflight(requested)
+    return compaction, current
+
+
+def test_java_reads_through_and_after_a_tandem_compaction(java_hudi, tmp_path):
+    """Tandem plans a compaction of the `files` partition (Hudi's Avro plan at `<latest delta commit>001`):
+    Java reads the pending state, Tandem merges the planned logs into a new base file and completes it, and
+    Java reads and writes on; a second Tandem plan is carried out by Java's next writer, as Java finishes
+    any pending compaction it finds."""
+    base = str(tmp_path / "table")
+    java_hudi.write(base, rows(range(0, 15), 1), "insert", WITHOUT_MDT, mode="overwrite")
+    initialize(base)
+    no_compaction = {**WITH_MDT, "hoodie.metadata.compact.max.delta.commits": "50"}
+    for version in (2, 3):
+        java_hudi.write(base, rows(range(version * 4, version * 4 + 9), version), "upsert", no_compaction)
+    expected = sorted({f"k{i:04d}" for i in range(0, 21)})
+    assert read_ids(java_hudi, base, metadata=True) == expected
+
+    data = Storage(base)
+    mdt = data.sub(".hoodie/metadata")
+    compaction, current = schedule_compaction(base)
+    assert read_ids(java_hudi, base, metadata=True) == expected  # through the pending compaction
+    facts = TimelineFacts.of(ActiveTimeline.load(mdt, ".hoodie"))
+    is_valid = valid_instants(ActiveTimeline.load(data, ".hoodie"), ActiveTimeline.load(mdt, ".hoodie"))
+    written = compact_group(mdt, current, current.logs, facts, is_valid, compaction)
+    assert written is not None and written.path.endswith(f"_{compaction}.hfile")
+    complete_compaction(ActiveTimeline.load(mdt, ".hoodie"), compaction, [written])
+    assert read_ids(java_hudi, base, metadata=True) == expected
+
+    for version in (4, 5):
+        java_hudi.write(base, rows(range(version * 3, version * 3 + 5), version), "upsert", no_compaction)
+    second, _ = schedule_compaction(base)
+    java_hudi.write(base, rows(range(30, 34), 6), "insert", no_compaction)
+    expected = sorted(expected + [f"k{i:04d}" for i in range(30, 34)])
+    done = {i.time for i in ActiveTimeline.load(mdt, ".hoodie").instants if i.action == COMPACTION and i.is_completed}
+    assert {compaction, second} <= done, "Java left Tandem's pending compaction undone"
+    assert read_ids(java_hudi, base, metadata=True) == read_ids(java_hudi, base, metadata=False) == expected
+    view = snapshot(base)
+    assert view.files(view.partitions()) == storage_files(base, ["p0", "p1", "p2"])

@@ -1,9 +1,11 @@
-"""Clean and rollback plans and metadata: Avro containers with Hudi's schemas."""
+"""Clean, rollback and compaction plans and metadata: Avro containers with Hudi's schemas."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -11,7 +13,7 @@ import fastavro
 
 from timeline.errors import CorruptInstantError
 from timeline.format import partition_path
-from timeline.format.instant import KNOWN_ACTIONS, validate_instant_time
+from timeline.format.instant import KNOWN_ACTIONS, TIMELINE_TIME_PATTERN, validate_instant_time
 
 _NS = "org.apache.hudi.avro.model"
 
@@ -184,6 +186,47 @@ ROLLBACK_METADATA = {
     ],
 }
 
+_COMPACTION_OPERATION = {
+    "type": "record",
+    "name": "HoodieCompactionOperation",
+    "namespace": _NS,
+    "fields": [
+        {"name": "baseInstantTime", "type": ["null", "string"]},
+        {"name": "deltaFilePaths", "type": ["null", {"type": "array", "items": "string"}], "default": None},
+        {"name": "dataFilePath", "type": ["null", "string"], "default": None},
+        {"name": "fileId", "type": ["null", "string"]},
+        {"name": "partitionPath", "type": ["null", "string"], "default": None},
+        {"name": "metrics", "type": ["null", {"type": "map", "values": "double"}], "default": None},
+        {"name": "bootstrapFilePath", "type": ["null", "string"], "default": None},
+    ],
+}
+
+_COMPACTION_STRATEGY = {
+    "type": "record",
+    "name": "HoodieCompactionStrategy",
+    "namespace": _NS,
+    "fields": [
+        {"name": "compactorClassName", "type": ["null", "string"], "default": None},
+        {"name": "strategyParams", "type": ["null", {"type": "map", "values": "string"}], "default": None},
+        {"name": "version", "type": ["int", "null"], "default": 1},
+    ],
+}
+
+COMPACTION_PLAN = {
+    "type": "record",
+    "name": "HoodieCompactionPlan",
+    "namespace": _NS,
+    "fields": [
+        {"name": "operations", "type": ["null", {"type": "array", "items": _COMPACTION_OPERATION}], "default": None},
+        {"name": "extraMetadata", "type": ["null", {"type": "map", "values": "string"}], "default": None},
+        {"name": "version", "type": ["int", "null"], "default": 1},
+        {"name": "strategy", "type": ["null", _COMPACTION_STRATEGY], "default": None},
+        {"name": "preserveHoodieMetadata", "type": ["boolean", "null"], "default": False},
+    ],
+}
+# CompactionUtils.LATEST_COMPACTION_METADATA_VERSION: operations name their files (version 1 held absolute paths)
+COMPACTION_PLAN_VERSION = 2
+
 _PARSED = {
     name: fastavro.parse_schema(schema)
     for name, schema in {
@@ -191,6 +234,7 @@ _PARSED = {
         "HoodieCleanMetadata": CLEAN_METADATA,
         "HoodieRollbackPlan": ROLLBACK_PLAN,
         "HoodieRollbackMetadata": ROLLBACK_METADATA,
+        "HoodieCompactionPlan": COMPACTION_PLAN,
     }.items()
 }
 
@@ -322,14 +366,150 @@ def _check_clean_metadata(check: _Checker, metadata: dict) -> None:
                     check.file(path, f"{field}.{name}")
 
 
+# A slice's base instant: any instant a timeline holds, a metadata table's suffixed ones too (instant._FILE_RE)
+_SLICE_INSTANT = re.compile(TIMELINE_TIME_PATTERN)
+_NUMBER = "(?:0|[1-9][0-9]*)"  # as Java's %d writes one
+_WRITE_TOKEN = f"{_NUMBER}-{_NUMBER}-{_NUMBER}"  # task partition, stage, attempt (FSUtils.makeWriteToken)
+
+
+def _check_fields(check: _Checker, record: dict, schema: dict, field: str) -> None:
+    """Every field of `schema` is in `record`: a damaged field name in the file's own schema hides none."""
+    missing = [f["name"] for f in schema["fields"] if f["name"] not in record]
+    if missing:
+        raise CorruptInstantError(f"{check.source}: {field}: no field {missing[0]!r}")
+
+
+def _check_compaction_plan(check: _Checker, plan: dict) -> None:
+    """A plan Java can build its file-system views from, each name consistent with the slice it belongs to.
+
+    Java reads every pending plan whenever it lists the table, so one it cannot use breaks all readers: a null
+    log list (CompactionOperation copies it), two operations on one file group (CompactionUtils refuses), a name
+    that parses to another file group or instant. Checking names against their slice also catches most damage:
+    an Avro container has sync markers but no checksum, so a flipped byte that keeps the record decodable goes
+    unseen only where nothing repeats it: metric values, extraMetadata, strategy, preserveHoodieMetadata, the
+    digits of a write token or log version, a partition path that stays canonical.
+    """
+    _check_fields(check, plan, COMPACTION_PLAN, "plan")
+    if plan["version"] != COMPACTION_PLAN_VERSION:
+        raise CorruptInstantError(f"{check.source}: version: {plan['version']!r}, expected {COMPACTION_PLAN_VERSION}")
+    if plan["strategy"] is not None:
+        _check_fields(check, plan["strategy"], _COMPACTION_STRATEGY, "strategy")
+    groups: set[tuple[str, str]] = set()
+    for i, op in enumerate(plan["operations"] or []):
+        group = _check_compaction_operation(check, op, f"operations[{i}]")
+        if group in groups:
+            raise CorruptInstantError(f"{check.source}: operations[{i}]: a second operation on file group {group[1]!r}")
+        groups.add(group)
+
+
+def _check_compaction_operation(check: _Checker, op: dict, field: str) -> tuple[str, str]:
+    """(partition, file id) of an operation naming its slice's files (FSUtils.makeLogFileName, makeBaseFileName)."""
+    _check_fields(check, op, _COMPACTION_OPERATION, field)
+    partition = check.partition(op["partitionPath"], f"{field}.partitionPath")
+    file_id, base = op["fileId"], op["baseInstantTime"]
+    if file_id is None or "_" in file_id or "/" in file_id:  # Hudi splits file names at '_'
+        raise CorruptInstantError(f"{check.source}: {field}.fileId: {file_id!r} is not a file group id")
+    check.file(file_id, f"{field}.fileId")
+    if base is None or not _SLICE_INSTANT.fullmatch(base):
+        raise CorruptInstantError(f"{check.source}: {field}.baseInstantTime: {base!r} is not an instant time")
+    if op["deltaFilePaths"] is None:
+        raise CorruptInstantError(f"{check.source}: {field}.deltaFilePaths: null, expected a list of log names")
+    fid, time = re.escape(file_id), re.escape(base)
+    logs = re.compile(rf"\.{fid}_{time}\.log\.[1-9][0-9]*(_{_WRITE_TOKEN}(\.cdc)?)?")
+    for name in op["deltaFilePaths"]:
+        if not logs.fullmatch(name):
+            raise CorruptInstantError(f"{check.source}: {field}.deltaFilePaths: {name!r} is not a log of the slice")
+    name = op["dataFilePath"]
+    if name is not None and not re.fullmatch(rf"{fid}_{_WRITE_TOKEN}_{time}\.(parquet|hfile|orc)", name):
+        raise CorruptInstantError(f"{check.source}: {field}.dataFilePath: {name!r} is not the slice's base file")
+    if op["bootstrapFilePath"] is not None:
+        check.file(op["bootstrapFilePath"], f"{field}.bootstrapFilePath")
+    return partition, file_id
+
+
 _CHECKS: dict[str, Callable[[_Checker, dict], None]] = {
     "HoodieRollbackPlan": _check_rollback_plan,
     "HoodieRollbackMetadata": _check_rollback_metadata,
     "HoodieCleanerPlan": _check_cleaner_plan,
     "HoodieCleanMetadata": _check_clean_metadata,
+    "HoodieCompactionPlan": _check_compaction_plan,
 }
 
 
 def planned_deletions(plan: dict[str, Any]) -> dict[str, list[str]]:
     """Partition -> file paths a HoodieCleanerPlan deletes (the plan's map may be null)."""
     return {p: [i["filePath"] for i in infos] for p, infos in (plan["filePathsToBeDeletedPerPartition"] or {}).items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class CompactionOperation:
+    """One file slice a compaction merges into a new base file (a HoodieCompactionOperation, by name)."""
+
+    partition: str
+    file_id: str
+    base_instant: str
+    base_file: str | None  # None for a slice of logs only
+    log_files: tuple[str, ...]  # in the order Hudi reads them (HoodieLogFile.getLogFileComparator)
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+    bootstrap_file: str | None = None
+
+
+MIB = 1024 * 1024
+DEFAULT_BASE_FILE_SIZE = 120 * MIB  # hoodie.parquet.max.file.size, which the metadata table leaves at its default
+
+
+def slice_metrics(
+    base_file_size: int | None, log_file_sizes: Iterable[int], default_base_file_size: int = DEFAULT_BASE_FILE_SIZE
+) -> dict[str, float]:
+    """The metrics Hudi's compaction strategies record for a slice (FileSliceMetricUtils): whole MiB of I/O, a
+    slice without a base file counted as writing one of the default size. Keys in the order Java's HashMap writes."""
+    sizes = list(log_file_sizes)
+    read = ((base_file_size or 0) + sum(sizes)) // MIB
+    write = (base_file_size or default_base_file_size) // MIB
+    return {
+        "TOTAL_LOG_FILES": float(len(sizes)),
+        "TOTAL_IO_MB": float(read + write),
+        "TOTAL_IO_READ_MB": float(read),
+        "TOTAL_LOG_FILES_SIZE": float(sum(sizes)),
+        "TOTAL_IO_WRITE_MB": float(write),
+    }
+
+
+def compaction_plan(
+    operations: Iterable[CompactionOperation], extra_metadata: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A HoodieCompactionPlan as Hudi 0.15 schedules one (version 2, no strategy), for `encode`."""
+    return {
+        "operations": [
+            {
+                "baseInstantTime": op.base_instant,
+                "deltaFilePaths": list(op.log_files),
+                "dataFilePath": op.base_file,
+                "fileId": op.file_id,
+                "partitionPath": op.partition,
+                "metrics": op.metrics,
+                "bootstrapFilePath": op.bootstrap_file,
+            }
+            for op in operations
+        ],
+        "extraMetadata": extra_metadata,
+        "version": COMPACTION_PLAN_VERSION,
+        "strategy": None,
+        "preserveHoodieMetadata": False,
+    }
+
+
+def compaction_operations(plan: dict[str, Any]) -> list[CompactionOperation]:
+    """The operations of a decoded HoodieCompactionPlan (a null list or metrics map read as empty, as Java does)."""
+    return [
+        CompactionOperation(
+            op["partitionPath"],
+            op["fileId"],
+            op["baseInstantTime"],
+            op["dataFilePath"],
+            tuple(op["deltaFilePaths"]),
+            op["metrics"] or {},
+            op["bootstrapFilePath"],
+        )
+        for op in plan["operations"] or []
+    ]

@@ -49,7 +49,8 @@ TABLE_SERVICE_ACTIONS = {CLEAN, ROLLBACK, COMPACTION, LOG_COMPACTION, RESTORE, I
 _TIME_RE = re.compile(r"[0-9]{14}(?:[0-9]{3})?")  # ASCII digits only: `\d` also matches other scripts' digits
 # a metadata table's own actions append 3-digit suffixes to a data instant: `<T>001` (compaction), `<T>011`
 # (a partition's initialization), `<T>011001` (the compaction after it)
-_FILE_RE = re.compile(r"^([0-9]{14,17}(?:[0-9]{3}){0,2})\.([a-z]+)(?:\.(requested|inflight))?$")
+TIMELINE_TIME_PATTERN = r"[0-9]{14,17}(?:[0-9]{3}){0,2}"
+_FILE_RE = re.compile(rf"^({TIMELINE_TIME_PATTERN})\.([a-z]+)(?:\.(requested|inflight))?$")
 
 
 @dataclass(frozen=True, order=True)
