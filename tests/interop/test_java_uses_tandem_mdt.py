@@ -121,7 +121,7 @@ def tandem_log(base: str, records: list[dict]) -> None:
     assert written and all(".log." in w.path for w in written)
 
 
-def test_java_lists_from_and_continues_a_tandem_metadata_table(java_hudi, tmp_path):
+def test_java_lists_from_and_continues_a_tandem_metadata_table(java_hudi, java_hudi_1x, tmp_path):
     base = str(tmp_path / "table")
     java_hudi.write(base, rows(range(0, 30), 1), "insert", WITHOUT_MDT, mode="overwrite")
     java_hudi.write(base, rows(range(20, 40), 2), "upsert", WITHOUT_MDT)
@@ -129,12 +129,13 @@ def test_java_lists_from_and_continues_a_tandem_metadata_table(java_hudi, tmp_pa
     expected = [f"k{i:04d}" for i in range(40)]
     assert read_ids(java_hudi, base, metadata=True) == expected
 
-    # a file storage holds and the metadata table does not list: Java lists from the metadata table
+    # a file storage holds and the metadata table does not list: Java (0.15 and 1.2) lists from the metadata table
     victim = next(n for n in sorted(os.listdir(os.path.join(base, "p1"))) if n.endswith(".parquet"))
     file_id, rest = victim.split("_", 1)
     stray = f"{file_id[:-10]}ffffffff{file_id[-2:]}_{rest}"
     shutil.copyfile(os.path.join(base, "p1", victim), os.path.join(base, "p1", stray))
     assert read_ids(java_hudi, base, metadata=True) == expected
+    assert read_ids(java_hudi_1x, base, metadata=True) == expected
     stray_ids = pq.read_table(os.path.join(base, "p1", stray), columns=["id"]).column("id").to_pylist()
     assert stray_ids and read_ids(java_hudi, base, metadata=False) == sorted(expected + stray_ids)
 
