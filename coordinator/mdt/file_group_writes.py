@@ -28,7 +28,15 @@ from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.file_names import PARTITION_METADATA
 from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.hfile import write_hfile
-from timeline.hudi_log import delete_block, hfile_block, log_file_name, rollback_block
+from timeline.hudi_log import (
+    BlockType,
+    LogBlock,
+    delete_block,
+    deleted_records,
+    hfile_block,
+    log_file_name,
+    rollback_block,
+)
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_keys, hudi_layout, hudi_records
 from timeline.mdt.file_slices import FileGroup, FileSlice, LogFile, TimelineFacts
@@ -176,6 +184,42 @@ def write_rollback_logs(
         written.append(WrittenFile(partition, group.file_id, path, len(block), base_instant, 0))
     mdt.sync_dirs({w.partition for w in written})
     return written
+
+
+def write_seals(
+    mdt: Storage,
+    partition: str,
+    compaction: str,
+    latest_delta_commit: str,
+    groups: Sequence[FileGroup],
+    slices: Mapping[str, str],
+) -> list[WrittenFile]:
+    """Seal each group's writer slice for `compaction`: a new log holding one empty delete block whose
+    TARGET_INSTANT_TIME names the compaction. A Tandem writer refuses to log above a seal, and one with a
+    stale view collides with its version, so no log lands in a slice after its plan. Its INSTANT_TIME is
+    the latest completed delta commit: a later one would end Java's scan of the slice there (hiding the
+    planned slice's new logs); an empty delete block is nothing to Java's readers and compactor."""
+    written = []
+    for group in sorted(groups, key=lambda g: g.file_id):
+        base_instant = slices[group.file_id]
+        current = group.slices.get(base_instant)
+        version = (current.max_version if current is not None else 0) + 1
+        path = f"{partition}/{log_file_name(group.file_id, base_instant, version, TOKEN)}"
+        block = delete_block(latest_delta_commit, [], {"TARGET_INSTANT_TIME": compaction})
+        if not mdt.create_if_absent(path, block):
+            raise ConflictError(
+                f"metadata log {path} was claimed by another writer; compaction {compaction} not sealed"
+            )
+        written.append(WrittenFile(partition, group.file_id, path, len(block), base_instant, 0))
+    mdt.sync_dirs({w.partition for w in written})
+    return written
+
+
+def seal_target(block: LogBlock) -> str | None:
+    """The compaction a seal block names, or None for any other block."""
+    if block.kind != BlockType.DELETE_BLOCK or "TARGET_INSTANT_TIME" not in block.header:
+        return None
+    return block.header["TARGET_INSTANT_TIME"] if not deleted_records(block) else None
 
 
 def complete_delta_commit(

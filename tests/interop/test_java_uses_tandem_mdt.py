@@ -25,14 +25,17 @@ from coordinator.mdt.file_group_writes import (
     complete_delta_commit,
     create_table,
     initialize_partition,
+    seal_target,
     write_logs,
     write_rollback_logs,
+    write_seals,
 )
 from timeline.format import avro_metadata
 from timeline.format.action_metadata import rollback_metadata, rollback_plan
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import CLOCK, COMMIT, COMPACTION, DELTA_COMMIT, ROLLBACK, Instant, State
 from timeline.format.table_config import read_config, record_metadata_partitions
+from timeline.hudi_log import read_blocks
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_records
 from timeline.mdt.file_slices import TimelineFacts, list_file_groups
@@ -200,13 +203,17 @@ def test_java_drops_the_blocks_a_tandem_rollback_command_names(java_hudi, tmp_pa
 
 
 def schedule_compaction(base: str) -> tuple[str, object]:
-    """Tandem's plan for the `files` group at `<latest delta commit>001`, requested and inflight."""
+    """Tandem's plan for the `files` group at `<latest delta commit>001`: the slice sealed, then the plan of
+    the logs below the seal, requested and inflight."""
     mdt = Storage(base).sub(".hoodie/metadata")
     mdt_timeline = ActiveTimeline.load(mdt, ".hoodie")
     latest = max(i.time for i in mdt_timeline.instants if i.action == DELTA_COMMIT and i.is_completed)
     compaction = compaction_instant(latest)
     (group,) = list_file_groups(mdt, FILES)
     current = group.slices[max(group.slices)]
+    (seal,) = write_seals(mdt, FILES, compaction, latest, [group], {group.file_id: current.base_instant})
+    (sealed,) = [b for b in read_blocks(mdt.read_bytes(seal.path))]
+    assert seal_target(sealed) == compaction
     plan = avro_metadata.compaction_plan([compaction_operation(current, current.logs)])
     requested = mdt_timeline.create_requested(
         Instant(compaction, COMPACTION, State.REQUESTED), avro_metadata.encode("HoodieCompactionPlan", plan)
