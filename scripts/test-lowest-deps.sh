@@ -23,10 +23,8 @@ TESTS=(
     tests/timeline/test_timeline_format.py
     tests/coordinator/test_metadata_table.py
     tests/coordinator/test_bad_input.py
-    tests/timeline/test_hfile.py
-    tests/timeline/test_hudi_log.py
-    tests/timeline/test_hudi_records.py
-    tests/timeline/test_compaction_plan.py
+    tests/timeline/test_hfile.py         # protobuf and google-crc32c at their floors
+    tests/timeline/test_hudi_records.py  # xxhash and fastavro's schemaless records at their floors
 )
 SKIP="not killed" # the crash-point tests run a CLI process per step (a minute here); the full suite has them
 KEY="$({ cat "$REPO/pyproject.toml"; "$PYTHON" -c 'import sys; print(sys.version_info[:2])'; } | sha256sum | cut -c1-12)"
