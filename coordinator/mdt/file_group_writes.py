@@ -134,6 +134,19 @@ def initialize_partition(
     return written
 
 
+def _claim_next_log(
+    mdt: Storage, group: FileGroup, base_instant: str, block: bytes, records: int, refused: str
+) -> WrittenFile:
+    """`block` as the next log version of `group`'s slice `base_instant`, claimed with create-if-absent; a
+    version already taken means another writer holds it: ConflictError naming what is `refused`."""
+    current = group.slices.get(base_instant)
+    version = (current.max_version if current is not None else 0) + 1
+    path = f"{group.partition}/{log_file_name(group.file_id, base_instant, version, TOKEN)}"
+    if not mdt.create_if_absent(path, block):
+        raise ConflictError(f"metadata log {path} was claimed by another writer; {refused}")
+    return WrittenFile(group.partition, group.file_id, path, len(block), base_instant, records)
+
+
 def write_logs(
     mdt: Storage,
     partition: str,
@@ -148,22 +161,18 @@ def write_logs(
     by_id = {g.file_id: g for g in groups}
     written = []
     for file_id, group_records in sorted(by_file_group(records, list(by_id)).items()):
-        base_instant = slices[file_id]
-        current = by_id[file_id].slices.get(base_instant)
-        version = (current.max_version if current is not None else 0) + 1
-        path = f"{partition}/{log_file_name(file_id, base_instant, version, TOKEN)}"
         cells = [(r["key"], hudi_records.encode_cell(r)) for r in group_records]
         block = hfile_block(instant, stored_schema_json(), cells)
-        if not mdt.create_if_absent(path, block):
-            raise ConflictError(f"metadata log {path} was claimed by another writer; aborting {instant}")
-        written.append(WrittenFile(partition, file_id, path, len(block), base_instant, len(group_records)))
+        claimed = _claim_next_log(
+            mdt, by_id[file_id], slices[file_id], block, len(group_records), f"aborting {instant}"
+        )
+        written.append(claimed)
     mdt.sync_dirs({w.partition for w in written})
     return written
 
 
 def write_rollback_logs(
     mdt: Storage,
-    partition: str,
     rollback_instant: str,
     target: str,
     groups: Sequence[FileGroup],
@@ -172,23 +181,17 @@ def write_rollback_logs(
     """A rollback command block (INSTANT_TIME the MDT rollback instant, TARGET_INSTANT_TIME `target`) in a new
     log of each of `groups`, claimed like a delta commit's: readers then drop every earlier block of `target`.
     Claimed versions are never deleted, so a writer with a stale view cannot claim one again."""
-    written = []
-    for group in sorted(groups, key=lambda g: g.file_id):
-        base_instant = slices[group.file_id]
-        current = group.slices.get(base_instant)
-        version = (current.max_version if current is not None else 0) + 1
-        path = f"{partition}/{log_file_name(group.file_id, base_instant, version, TOKEN)}"
-        block = rollback_block(rollback_instant, target)
-        if not mdt.create_if_absent(path, block):
-            raise ConflictError(f"metadata log {path} was claimed by another writer; aborting the rollback of {target}")
-        written.append(WrittenFile(partition, group.file_id, path, len(block), base_instant, 0))
+    block = rollback_block(rollback_instant, target)
+    written = [
+        _claim_next_log(mdt, group, slices[group.file_id], block, 0, f"aborting the rollback of {target}")
+        for group in sorted(groups, key=lambda g: g.file_id)
+    ]
     mdt.sync_dirs({w.partition for w in written})
     return written
 
 
 def write_seals(
     mdt: Storage,
-    partition: str,
     compaction: str,
     latest_delta_commit: str,
     groups: Sequence[FileGroup],
@@ -199,18 +202,11 @@ def write_seals(
     stale view collides with its version, so no log lands in a slice after its plan. Its INSTANT_TIME is
     the latest completed delta commit: a later one would end Java's scan of the slice there (hiding the
     planned slice's new logs); an empty delete block is nothing to Java's readers and compactor."""
-    written = []
-    for group in sorted(groups, key=lambda g: g.file_id):
-        base_instant = slices[group.file_id]
-        current = group.slices.get(base_instant)
-        version = (current.max_version if current is not None else 0) + 1
-        path = f"{partition}/{log_file_name(group.file_id, base_instant, version, TOKEN)}"
-        block = delete_block(latest_delta_commit, [], {"TARGET_INSTANT_TIME": compaction})
-        if not mdt.create_if_absent(path, block):
-            raise ConflictError(
-                f"metadata log {path} was claimed by another writer; compaction {compaction} not sealed"
-            )
-        written.append(WrittenFile(partition, group.file_id, path, len(block), base_instant, 0))
+    block = delete_block(latest_delta_commit, [], {"TARGET_INSTANT_TIME": compaction})
+    written = [
+        _claim_next_log(mdt, group, slices[group.file_id], block, 0, f"compaction {compaction} not sealed")
+        for group in sorted(groups, key=lambda g: g.file_id)
+    ]
     mdt.sync_dirs({w.partition for w in written})
     return written
 

@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.io.storage import Storage
+from timeline.mdt.snapshot import MetadataSnapshot
+
 OPTIONS = {
     "hoodie.table.name": "java_mdt",
     "hoodie.datasource.write.recordkey.field": "id",
@@ -73,3 +77,22 @@ def write(reference, path: Path) -> JavaMdtTable:
     reference.sql(f"CALL rollback_to_instant(table => 'java_mdt', instant_time => '{last}')")
     reference.write(str(path), rows(40, 6, 11), "upsert", OPTIONS)
     return JavaMdtTable(path, completed_commits(path))
+
+
+def snapshot(base: str) -> MetadataSnapshot:
+    """Tandem's reader of the Hudi-format metadata table of the table at `base`, as it stands."""
+    data = Storage(base)
+    mdt = data.sub(".hoodie/metadata")
+    return MetadataSnapshot.open(mdt, ActiveTimeline.load(mdt, ".hoodie"), ActiveTimeline.load(data, ".hoodie"))
+
+
+def storage_files(base: str, partitions: list[str]) -> dict[str, dict[str, int]]:
+    """partition -> {data file name: size} as the folders hold them."""
+    return {
+        p: {
+            n: os.path.getsize(os.path.join(base, p, n))
+            for n in os.listdir(os.path.join(base, p))
+            if n.endswith(".parquet")
+        }
+        for p in partitions
+    }

@@ -7,18 +7,15 @@ never answered from.
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
 
+from tests.hudi_reference.java_mdt import snapshot, storage_files
 from timeline.errors import CorruptInstantError
-from timeline.format.active_timeline import ActiveTimeline
 from timeline.index.hudi_bloom import from_mdt
-from timeline.io.storage import Storage
 from timeline.mdt import hudi_values
 from timeline.mdt.slice_records import forget_files
-from timeline.mdt.snapshot import MetadataSnapshot
 
 JAVA_VIEW = """
 J = jvm
@@ -52,23 +49,6 @@ result = {"partitions": partitions, "files": files, "stats": stats, "blooms": bl
 COLUMNS = ["id", "amount", "name", "day", "_hoodie_record_key"]
 
 
-def snapshot(base: str) -> MetadataSnapshot:
-    data = Storage(base)
-    mdt = data.sub(".hoodie/metadata")
-    return MetadataSnapshot.open(mdt, ActiveTimeline.load(mdt, ".hoodie"), ActiveTimeline.load(data, ".hoodie"))
-
-
-def storage_listing(base: str, partitions: list[str]) -> dict[str, dict[str, int]]:
-    return {
-        p: {
-            n: os.path.getsize(os.path.join(base, p, n))
-            for n in os.listdir(os.path.join(base, p))
-            if n.endswith(".parquet")
-        }
-        for p in partitions
-    }
-
-
 @pytest.fixture(scope="module")
 def java_view(java_hudi, java_mdt_table) -> dict:
     return java_hudi.jvm(JAVA_VIEW, base=str(java_mdt_table.path), columns=COLUMNS)
@@ -81,7 +61,7 @@ def test_partitions_and_files_as_java_lists_them(java_mdt_table, java_view):
     assert partitions == sorted(java_view["partitions"])
     files = view.files(partitions)
     assert files == java_view["files"]
-    assert files == storage_listing(base, partitions)  # the clean left exactly the latest versions
+    assert files == storage_files(base, partitions)  # the clean left exactly the latest versions
     assert view.corrupt == []
 
 

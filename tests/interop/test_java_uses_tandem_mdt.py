@@ -30,6 +30,7 @@ from coordinator.mdt.file_group_writes import (
     write_rollback_logs,
     write_seals,
 )
+from tests.hudi_reference.java_mdt import snapshot, storage_files
 from timeline.format import avro_metadata
 from timeline.format.action_metadata import rollback_metadata, rollback_plan
 from timeline.format.active_timeline import ActiveTimeline
@@ -41,7 +42,6 @@ from timeline.mdt import hudi_records
 from timeline.mdt.file_slices import TimelineFacts, list_file_groups
 from timeline.mdt.hudi_layout import FILES, compaction_instant, partition_init_instant
 from timeline.mdt.slice_records import valid_instants
-from timeline.mdt.snapshot import MetadataSnapshot
 from timeline.mdt.storage_listing import list_storage
 
 OPTIONS = {
@@ -95,23 +95,6 @@ def initialize(base: str) -> str:
 def read_ids(java_hudi, base: str, metadata: bool) -> list[str]:
     table = java_hudi.read(base, metadata=metadata)
     return sorted(table.column("id").to_pylist())
-
-
-def snapshot(base: str) -> MetadataSnapshot:
-    data = Storage(base)
-    mdt = data.sub(".hoodie/metadata")
-    return MetadataSnapshot.open(mdt, ActiveTimeline.load(mdt, ".hoodie"), ActiveTimeline.load(data, ".hoodie"))
-
-
-def storage_files(base: str, partitions: list[str]) -> dict[str, dict[str, int]]:
-    return {
-        p: {
-            n: os.path.getsize(os.path.join(base, p, n))
-            for n in os.listdir(os.path.join(base, p))
-            if n.endswith(".parquet")
-        }
-        for p in partitions
-    }
 
 
 def tandem_log(base: str, records: list[dict]) -> None:
@@ -194,7 +177,7 @@ def test_java_drops_the_blocks_a_tandem_rollback_command_names(java_hudi, tmp_pa
     record = Instant(CLOCK.next_after(target, mdt_timeline.last_time()), ROLLBACK, State.REQUESTED)
     mdt_timeline.create_requested(record, avro_metadata.encode("HoodieRollbackPlan", rollback_plan(target, COMMIT, {})))
     groups = list_file_groups(mdt, FILES)
-    write_rollback_logs(mdt, FILES, record.time, target, groups, {g.file_id: max(g.slices) for g in groups})
+    write_rollback_logs(mdt, record.time, target, groups, {g.file_id: max(g.slices) for g in groups})
     done = rollback_metadata(record.time, 0, {"commitTime": target, "action": COMMIT}, {})
     mdt_timeline.complete(record, avro_metadata.encode("HoodieRollbackMetadata", done))
     assert read_ids(java_hudi, base, metadata=True) == expected
@@ -211,7 +194,7 @@ def schedule_compaction(base: str) -> tuple[str, object]:
     compaction = compaction_instant(latest)
     (group,) = list_file_groups(mdt, FILES)
     current = group.slices[max(group.slices)]
-    (seal,) = write_seals(mdt, FILES, compaction, latest, [group], {group.file_id: current.base_instant})
+    (seal,) = write_seals(mdt, compaction, latest, [group], {group.file_id: current.base_instant})
     (sealed,) = [b for b in read_blocks(mdt.read_bytes(seal.path))]
     assert seal_target(sealed) == compaction
     plan = avro_metadata.compaction_plan([compaction_operation(current, current.logs)])
