@@ -3,28 +3,26 @@
 For each case, one request to the reference JVM builds the filter with Hudi's own `BloomFilterFactory` from the
 same keys in the same order, and asks Hudi's `fromString` of Tandem's string about every key and about absent
 ones: the two strings must be equal and the answers Tandem's. Java loops over the keys in a small helper class
-compiled here against the reference's bundle (keys go over as Base64 of their UTF-8, so any text survives).
-Then a table Java Hudi 0.15 wrote: every data file's footer filter, parsed here, holds every key of the file, and
-the metadata table's `bloom_filters` record (read by Java) is Tandem's form of the same filter. Hudi 1.2 (the
-second judge) reads and builds the same strings.
+(tests/interop/java_judges.py, compiled once per run; keys go over as Base64 of their UTF-8, so any text
+survives). Then a table Java Hudi 0.15 wrote (`java_typed_table`, with DYNAMIC_V0 and SIMPLE filters): every
+data file's footer filter, parsed here, holds every key of the file, and the metadata table's `bloom_filters`
+record (read by Java) is Tandem's form of the same filter. Hudi 1.2 (the second judge) reads and builds the same
+strings.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
-import os
 import random
-import shutil
-import subprocess
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.interop.java_judges import BLOOM_ENTRIES, BLOOM_MAX_ENTRIES, TYPED_PARTITIONS
 from timeline.index.hudi_bloom import (
     DYNAMIC_V0,
     MAX_HASHES,
@@ -37,90 +35,45 @@ from timeline.index.hudi_bloom import (
     mdt_fields,
 )
 
-JUDGE_SOURCE = r"""
-import java.lang.reflect.Method;
-import java.nio.charset.StandardCharsets;
-import java.util.Base64;
-import org.apache.hudi.common.bloom.BloomFilter;
-import org.apache.hudi.common.bloom.BloomFilterFactory;
-
-public final class TandemBloomJudge {
-  private static String[] keys(String packed) {
-    if (packed.isEmpty()) {
-      return new String[0];
-    }
-    String[] parts = packed.split(",", -1);
-    String[] out = new String[parts.length];
-    for (int i = 0; i < parts.length; i++) {
-      out[i] = new String(Base64.getDecoder().decode(parts[i]), StandardCharsets.UTF_8);
-    }
-    return out;
-  }
-
-  private static String answers(BloomFilter filter, String packed) {
-    StringBuilder out = new StringBuilder();
-    for (String key : keys(packed)) {
-      out.append(filter.mightContain(key) ? '1' : '0');
-    }
-    return out.toString();
-  }
-
-  public static String build(String type, int numEntries, double fpp, int maxEntries, String keys) {
-    BloomFilter filter = BloomFilterFactory.createBloomFilter(numEntries, fpp, maxEntries, type);
-    for (String key : keys(keys)) {
-      filter.add(key);
-    }
-    return filter.serializeToString();
-  }
-
-  public static String extend(String type, String serialized, String keys) {
-    BloomFilter filter = BloomFilterFactory.fromString(serialized, type);
-    for (String key : keys(keys)) {
-      filter.add(key);
-    }
-    return filter.serializeToString();
-  }
-
-  public static String contains(String type, String serialized, String keys) {
-    return answers(BloomFilterFactory.fromString(serialized, type), keys);
-  }
-
-  // "entries:fpp,..." -> "bits:hashes,..." by BloomFilterUtils (package-private, so through reflection)
-  public static String sizes(String pairs) throws Exception {
-    Class<?> utils = Class.forName("org.apache.hudi.common.bloom.BloomFilterUtils");
-    Method bits = utils.getDeclaredMethod("getBitSize", int.class, double.class);
-    Method hashes = utils.getDeclaredMethod("getNumHashes", int.class, int.class);
-    bits.setAccessible(true);
-    hashes.setAccessible(true);
-    StringBuilder out = new StringBuilder();
-    for (String pair : pairs.split(",")) {
-      String[] parts = pair.split(":");
-      int entries = Integer.parseInt(parts[0]);
-      int size = (Integer) bits.invoke(null, entries, Double.parseDouble(parts[1]));
-      out.append(out.length() == 0 ? "" : ",").append(size).append(':').append(hashes.invoke(null, size, entries));
-    }
-    return out.toString();
-  }
-}
-"""
+# `judge_classes` (the helper, compiled once per run) and `java_typed_table`: session fixtures shared by files
+pytest_plugins = ["tests.interop.java_judges"]
 
 # Python run in the reference process: `judge(method, *args)` calls a static method of the compiled helper
 JUDGE_SETUP = """
+import os
 gateway = spark.sparkContext._gateway
-urls = gateway.new_array(jvm.java.net.URL, 1)
-urls[0] = jvm.java.io.File(args["classes"]).toURI().toURL()
-loader = jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread().getContextClassLoader())
-helper = loader.loadClass("TandemBloomJudge")
-kinds = {str: jvm.java.lang.Class.forName("java.lang.String"), int: jvm.java.lang.Integer.TYPE,
-         float: jvm.java.lang.Double.TYPE}
+helpers = getattr(spark, "_tandem_bloom_judges", None)
+if helpers is None:
+    helpers = spark._tandem_bloom_judges = {}
+if args["classes"] not in helpers:  # loaded once per JVM
+    urls = gateway.new_array(jvm.java.net.URL, 1)
+    urls[0] = jvm.java.io.File(args["classes"]).toURI().toURL()
+    loader = jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+    helpers[args["classes"]] = loader.loadClass("TandemBloomJudge")
+helper = helpers[args["classes"]]
+string = jvm.java.lang.Class.forName("java.lang.String")
+kinds = {str: string, int: jvm.java.lang.Integer.TYPE, float: jvm.java.lang.Double.TYPE}
+signature = gateway.new_array(jvm.java.lang.Class, 3)
+signature[0] = string
+signature[1] = jvm.java.lang.Class.forName("[Ljava.lang.Class;")
+signature[2] = jvm.java.lang.Class.forName("[Ljava.lang.Object;")
+answer = helper.getMethod("answer", signature)
 
 def judge(name, *values):
+    # TandemBloomJudge.<name>(*values), its answer read from the file it is left in
     types = gateway.new_array(jvm.java.lang.Class, len(values))
     objects = gateway.new_array(jvm.java.lang.Object, len(values))
     for i, value in enumerate(values):
         types[i] = kinds[type(value)]
         objects[i] = value
-    return helper.getMethod(name, types).invoke(None, objects)
+    call = gateway.new_array(jvm.java.lang.Object, 3)
+    call[0], call[1], call[2] = name, types, objects
+    path = answer.invoke(None, call)
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    finally:
+        os.remove(path)
 """
 
 BUILD_AND_ASK = """
@@ -168,26 +121,14 @@ class Judge:
         return self.reference.jvm(JUDGE_SETUP + code, classes=str(self.classes), **args)
 
 
-def _compile(reference, out: Path) -> Path:
-    javac = shutil.which("javac")
-    if javac is None:
-        if os.environ.get("CI"):
-            raise RuntimeError("javac is needed to judge bloom filters with Java Hudi")
-        pytest.skip("javac (a JDK) is needed to judge bloom filters with Java Hudi")
-    source = out / "TandemBloomJudge.java"
-    source.write_text(JUDGE_SOURCE)
-    subprocess.run([javac, "-cp", reference.spec["jar"], "-d", str(out), str(source)], check=True, timeout=120)
-    return out
+@pytest.fixture(scope="module")
+def judge(java_hudi, judge_classes):
+    return Judge(java_hudi, judge_classes)
 
 
 @pytest.fixture(scope="module")
-def judge(java_hudi, tmp_path_factory):
-    return Judge(java_hudi, _compile(java_hudi, tmp_path_factory.mktemp("bloom-judge-0.15")))
-
-
-@pytest.fixture(scope="module")
-def judge_1x(java_hudi_1x, tmp_path_factory):
-    return Judge(java_hudi_1x, _compile(java_hudi_1x, tmp_path_factory.mktemp("bloom-judge-1x")))
+def judge_1x(java_hudi_1x, judge_classes):
+    return Judge(java_hudi_1x, judge_classes)
 
 
 def packed(keys: list[str]) -> str:
@@ -314,43 +255,14 @@ def test_keys_added_to_a_filter_read_back(judge):
 # -- a table Java wrote
 
 
-TABLE_OPTIONS = {
-    "hoodie.table.name": "blooms",
-    "hoodie.datasource.write.recordkey.field": "id",
-    "hoodie.datasource.write.partitionpath.field": "part",
-    "hoodie.datasource.write.precombine.field": "ts",
-    "hoodie.datasource.write.table.type": "COPY_ON_WRITE",
-    "hoodie.metadata.enable": "true",
-    "hoodie.metadata.index.bloom.filter.enable": "true",
-    # small rows, so a file's dynamic filter grows 3 rows (50 keys each, while rows * 50 < 120), then round-robin
-    "hoodie.index.bloom.num_entries": "50",
-    "hoodie.bloom.index.filter.dynamic.max.entries": "120",
-}
-
-
-@pytest.fixture(scope="module")
-def java_table(java_hudi, tmp_path_factory) -> Path:
-    """A table Java Hudi 0.15 wrote: an insert of two partitions of 200 and 180 keys (one file each, DYNAMIC_V0
-    filters), then an upsert of 10 keys of the second with SIMPLE filters (its file rewritten, the old one kept)."""
-    path = tmp_path_factory.mktemp("java-bloom-table") / "t"
-    count = 380
-    rows = pa.table(
-        {
-            "id": [f"key-{i:04d}-{'é' if i % 3 else 'x'}" for i in range(count)],
-            "part": ["p0" if i < 200 else "p1" for i in range(count)],
-            "ts": list(range(count)),
-            "v": [float(i) for i in range(count)],
-        }
-    )
-    java_hudi.write(str(path), rows, "insert", TABLE_OPTIONS, mode="overwrite")
-    simple = {**TABLE_OPTIONS, "hoodie.bloom.index.filter.type": "SIMPLE"}
-    java_hudi.write(str(path), rows.slice(count - 10), "upsert", simple)
-    return path
-
-
-def test_java_written_filters_hold_their_files_keys(java_hudi, java_table):
-    files = sorted(java_table.glob("*/*.parquet"))
-    records = java_hudi.jvm(MDT_RECORDS, base=str(java_table), files=[(f.parent.name, f.name) for f in files])
+def test_java_written_filters_hold_their_files_keys(java_hudi, java_typed_table):
+    """The typed table (tests/interop/java_judges.py, read only): its insert's file of one partition keeps its
+    DYNAMIC_V0 filter (3 rows of BLOOM_ENTRIES keys, then round-robin), the upsert rewrote the files of the
+    other two with SIMPLE filters (the clean deleted the files they replaced)."""
+    files = sorted(p for p in java_typed_table.rglob("*.parquet") if ".hoodie" not in p.parts)
+    names = [(f.parent.relative_to(java_typed_table).as_posix(), f.name) for f in files]
+    assert sorted({partition for partition, _ in names}) == sorted(TYPED_PARTITIONS)
+    records = java_hudi.jvm(MDT_RECORDS, base=str(java_typed_table), files=names)
     seen = []
     for file, (mdt_type, mdt_raw, deleted) in zip(files, records, strict=True):
         parquet = pq.ParquetFile(file)
@@ -366,10 +278,11 @@ def test_java_written_filters_hold_their_files_keys(java_hudi, java_table):
         assert mdt_fields(bloom) == {"type": mdt_type, "bloomFilter": raw} and not deleted
         assert from_mdt(mdt_type, raw).serialize_to_string() == bloom.serialize_to_string()
         if bloom.type_code == DYNAMIC_V0:  # an insert: Java added the keys in the file's order
-            rebuilt = create_bloom_filter(50, 1e-9, 120, DYNAMIC_V0)
+            assert len(keys) > 3 * BLOOM_ENTRIES  # past its rows: keys went round-robin
+            rebuilt = create_bloom_filter(BLOOM_ENTRIES, 1e-9, BLOOM_MAX_ENTRIES, DYNAMIC_V0)
             rebuilt.add_many(keys)
             assert rebuilt.serialize_to_string() == bloom.serialize_to_string()
-    assert sorted(seen) == [(DYNAMIC_V0, 3), (DYNAMIC_V0, 3), (SIMPLE, 1)]
+    assert sorted(seen) == [(DYNAMIC_V0, 3), (SIMPLE, 1), (SIMPLE, 1)]
 
 
 def test_hudi_1x_builds_and_reads_the_same_filters(judge_1x):

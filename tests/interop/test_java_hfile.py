@@ -4,279 +4,27 @@ metadata table with), and Hudi's native HFile reader (0.15 and 1.2) and writer (
 Tandem writes files (empty, one key, random binary keys, shared prefixes, values bigger than a block, enough
 blocks for two and four index levels, GZ and none): every Java reader returns the same cells, the same answers
 to point lookups of present and absent keys, the same file info and meta blocks. For the same input HBase's
-writer produces the very same bytes. Java-written files (a metadata table Hudi 0.15 wrote, HFiles embedded in
-its log blocks, files from HBase's writer with multi-level indexes, files from Hudi 1.2's native writer) read
-the same in Tandem as in Java. Java loops over cells in small helper classes compiled here against the bundles.
+writer produces the very same bytes. Java-written files (the metadata table of the run's shared Java table,
+`java_mdt_table`: its base files and the HFiles embedded in its log blocks; files from HBase's writer with
+multi-level indexes; files from Hudi 1.2's native writer) read the same in Tandem as in Java. Java loops over
+cells in small helper classes (tests/interop/java_judges.py, compiled once per run against the bundles).
 """
 
 from __future__ import annotations
 
 import base64
-import os
 import random
-import shutil
 import struct
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from timeline.hfile import HFileReader, write_hfile
 from timeline.hfile.trailer import TRAILER_SIZE, decode_trailer
 
-PACK = """
-  static List<byte[]> unpack(byte[] blob) throws IOException {
-    DataInputStream in = new DataInputStream(new ByteArrayInputStream(blob));
-    List<byte[]> parts = new ArrayList<>();
-    for (int n = in.readInt(); n > 0; n--) {
-      int size = in.readInt();
-      byte[] part = size < 0 ? null : new byte[size];
-      if (part != null) in.readFully(part);
-      parts.add(part);
-    }
-    return parts;
-  }
-
-  static byte[] pack(List<byte[]> parts) throws IOException {
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-    DataOutputStream out = new DataOutputStream(bytes);
-    out.writeInt(parts.size());
-    for (byte[] part : parts) {
-      out.writeInt(part == null ? -1 : part.length);
-      if (part != null) out.write(part);
-    }
-    return bytes.toByteArray();
-  }
-
-  static byte[] text(Object value) {
-    return String.valueOf(value).getBytes(StandardCharsets.UTF_8);
-  }
-"""
-
-# Hudi 0.15's write path (HoodieAvroHFileWriter): HBase's HFile writer with Hudi's comparator; its reader.
-HBASE_JUDGE = """
-import java.io.*;
-import java.nio.charset.StandardCharsets;
-import java.util.*;
-import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.Path;
-import org.apache.hadoop.io.Writable;
-import org.apache.hudi.io.storage.HoodieHBaseKVComparator;
-import org.apache.hudi.org.apache.hadoop.hbase.Cell;
-import org.apache.hudi.org.apache.hadoop.hbase.CellUtil;
-import org.apache.hudi.org.apache.hadoop.hbase.KeyValue;
-import org.apache.hudi.org.apache.hadoop.hbase.io.compress.Compression;
-import org.apache.hudi.org.apache.hadoop.hbase.io.hfile.*;
-import org.apache.hudi.org.apache.hadoop.hbase.nio.ByteBuff;
-
-public class TandemHBaseJudge {
-PACK
-  public byte[] read(String file, byte[] probes, byte[] metaNames) throws IOException {
-    Configuration conf = new Configuration();
-    Path path = new Path(file);
-    List<byte[]> out = new ArrayList<>();
-    try (HFile.Reader reader = HFile.createReader(path.getFileSystem(conf), path, new CacheConfig(conf), true, conf)) {
-      out.add(text(reader.getEntries()));
-      out.add(text(reader.getTrailer().getNumDataIndexLevels()));
-      HFileScanner scanner = reader.getScanner(false, true);
-      List<byte[]> cells = new ArrayList<>();
-      if (scanner.seekTo()) {
-        do {
-          Cell cell = scanner.getCell();
-          cells.add(CellUtil.cloneRow(cell));
-          cells.add(CellUtil.cloneValue(cell));
-        } while (scanner.next());
-      }
-      out.add(pack(cells));
-      List<byte[]> found = new ArrayList<>();
-      for (byte[] probe : unpack(probes)) {
-        boolean hit = scanner.seekTo(new KeyValue(probe, null, null, null)) == 0;
-        found.add(hit ? CellUtil.cloneValue(scanner.getCell()) : null);
-      }
-      out.add(pack(found));
-      List<byte[]> info = new ArrayList<>();
-      for (Map.Entry<byte[], byte[]> entry : reader.getHFileInfo().entrySet()) {
-        info.add(entry.getKey());
-        info.add(entry.getValue());
-      }
-      out.add(pack(info));
-      List<byte[]> metas = new ArrayList<>();
-      for (byte[] name : unpack(metaNames)) {
-        HFileBlock meta = reader.getMetaBlock(new String(name, StandardCharsets.UTF_8), false);
-        if (meta == null) {
-          metas.add(null);
-        } else {
-          ByteBuff buffer = meta.getBufferWithoutHeader();
-          byte[] bytes = new byte[buffer.remaining()];
-          buffer.get(bytes);
-          metas.add(bytes);
-        }
-      }
-      out.add(pack(metas));
-    }
-    return pack(out);
-  }
-
-  public void write(String file, byte[] cells, byte[] info, byte[] metas, int blockSize, String codec, int chunk)
-      throws IOException {
-    Configuration conf = new Configuration();
-    conf.setInt("hfile.index.block.max.size", chunk);
-    Path path = new Path(file);
-    HFileContext context = new HFileContextBuilder().withBlockSize(blockSize)
-        .withCompression(Compression.Algorithm.valueOf(codec))
-        .withCellComparator(new HoodieHBaseKVComparator()).build();
-    HFile.Writer writer = HFile.getWriterFactory(conf, new CacheConfig(conf))
-        .withPath(path.getFileSystem(conf), path).withFileContext(context).create();
-    List<byte[]> pairs = unpack(info);
-    for (int i = 0; i < pairs.size(); i += 2) writer.appendFileInfo(pairs.get(i), pairs.get(i + 1));
-    pairs = unpack(cells);
-    for (int i = 0; i < pairs.size(); i += 2) writer.append(new KeyValue(pairs.get(i), null, null, pairs.get(i + 1)));
-    pairs = unpack(metas);
-    for (int i = 0; i < pairs.size(); i += 2) {
-      final byte[] content = pairs.get(i + 1);
-      writer.appendMetaBlock(new String(pairs.get(i), StandardCharsets.UTF_8), new Writable() {
-        public void write(DataOutput out) throws IOException { out.write(content); }
-        public void readFields(DataInput in) { }
-      });
-    }
-    writer.close();
-  }
-}
-""".replace("PACK", PACK)
-
-# Hudi's own reader (0.15: single-level indexes only; 1.x: any depth). It seeks forward only: sorted probes.
-NATIVE_JUDGE = """
-import java.io.*;
-import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Paths;
-import java.util.*;
-import org.apache.hudi.common.util.Option;
-import org.apache.hudi.io.SeekableDataInputStream;
-import org.apache.hudi.io.hfile.HFileReader;
-import org.apache.hudi.io.hfile.HFileReaderImpl;
-import org.apache.hudi.io.hfile.KeyValue;
-import org.apache.hudi.io.hfile.UTF8StringKey;
-
-public class TandemNativeJudge {
-PACK
-  static final class Source extends InputStream {
-    final byte[] data;
-    int pos;
-    Source(byte[] data) { this.data = data; }
-    public int read() { return pos < data.length ? data[pos++] & 0xff : -1; }
-    public int read(byte[] into, int off, int len) {
-      if (pos >= data.length) return -1;
-      int n = Math.min(len, data.length - pos);
-      System.arraycopy(data, pos, into, off, n);
-      pos += n;
-      return n;
-    }
-    public int available() { return data.length - pos; }
-  }
-
-  static final class Stream extends SeekableDataInputStream {
-    final Source source;
-    Stream(Source source) { super(source); this.source = source; }
-    public long getPos() { return source.pos; }
-    public void seek(long pos) { source.pos = (int) pos; }
-  }
-
-  static HFileReader open(byte[] data) throws IOException {
-    HFileReader reader = new HFileReaderImpl(new Stream(new Source(data)), data.length);
-    reader.initializeMetadata();
-    return reader;
-  }
-
-  static byte[] value(KeyValue kv) {
-    return Arrays.copyOfRange(kv.getBytes(), kv.getValueOffset(), kv.getValueOffset() + kv.getValueLength());
-  }
-
-  public byte[] read(String file, byte[] sortedProbes, byte[] infoKeys, byte[] metaNames) throws IOException {
-    byte[] data = Files.readAllBytes(Paths.get(file));
-    List<byte[]> out = new ArrayList<>();
-    try (HFileReader reader = open(data)) {
-      out.add(text(reader.getNumKeyValueEntries()));
-      List<byte[]> cells = new ArrayList<>();
-      if (reader.seekTo()) {
-        do {
-          KeyValue kv = reader.getKeyValue().get();
-          int key = kv.getKeyContentOffset();
-          cells.add(Arrays.copyOfRange(kv.getBytes(), key, key + kv.getKeyContentLength()));
-          cells.add(value(kv));
-        } while (reader.next());
-      }
-      out.add(pack(cells));
-      List<byte[]> info = new ArrayList<>();
-      for (byte[] key : unpack(infoKeys)) {
-        Option<byte[]> found = reader.getMetaInfo(new UTF8StringKey(key));
-        info.add(found.isPresent() ? found.get() : null);
-      }
-      out.add(pack(info));
-      List<byte[]> metas = new ArrayList<>();
-      for (byte[] name : unpack(metaNames)) {
-        Option<ByteBuffer> found = reader.getMetaBlock(new String(name, StandardCharsets.UTF_8));
-        if (found.isPresent()) {
-          ByteBuffer buffer = found.get().duplicate();
-          byte[] bytes = new byte[buffer.remaining()];
-          buffer.get(bytes);
-          metas.add(bytes);
-        } else {
-          metas.add(null);
-        }
-      }
-      out.add(pack(metas));
-    }
-    List<byte[]> found = new ArrayList<>();
-    try (HFileReader reader = open(data)) {
-      boolean any = reader.seekTo();
-      for (byte[] probe : unpack(sortedProbes)) {
-        boolean hit = any && reader.seekTo(new UTF8StringKey(probe)) == HFileReader.SEEK_TO_FOUND;
-        found.add(hit ? value(reader.getKeyValue().get()) : null);
-      }
-    }
-    out.add(pack(found));
-    return pack(out);
-  }
-}
-""".replace("PACK", PACK)
-
-# Hudi 1.2's native writer: string keys (UTF-8), single-level index.
-NATIVE_WRITER = """
-import java.io.*;
-import java.nio.charset.StandardCharsets;
-import java.util.*;
-import org.apache.hudi.io.compress.CompressionCodec;
-import org.apache.hudi.io.hfile.HFileContext;
-import org.apache.hudi.io.hfile.HFileWriterImpl;
-
-public class TandemNativeWriter {
-PACK
-  public void write(String file, byte[] cells, byte[] info, byte[] metas, int blockSize, String codec)
-      throws IOException {
-    HFileContext context = HFileContext.builder().blockSize(blockSize)
-        .compressionCodec(CompressionCodec.valueOf(codec)).build();
-    HFileWriterImpl writer = new HFileWriterImpl(context, new FileOutputStream(file));
-    List<byte[]> pairs = unpack(cells);
-    for (int i = 0; i < pairs.size(); i += 2) {
-      writer.append(new String(pairs.get(i), StandardCharsets.UTF_8), pairs.get(i + 1));
-    }
-    pairs = unpack(info);
-    for (int i = 0; i < pairs.size(); i += 2) {
-      writer.appendFileInfo(new String(pairs.get(i), StandardCharsets.UTF_8), pairs.get(i + 1));
-    }
-    pairs = unpack(metas);
-    for (int i = 0; i < pairs.size(); i += 2) {
-      writer.appendMetaInfo(new String(pairs.get(i), StandardCharsets.UTF_8), pairs.get(i + 1));
-    }
-    writer.close();
-  }
-}
-""".replace("PACK", PACK)
+# `judge_classes`: the helpers, compiled once per run (a session fixture shared by the files that use them)
+pytest_plugins = ["tests.interop.java_judges"]
 
 # Runs in the reference process: instantiate the compiled helpers once per JVM, then call one method.
 CALL = """
@@ -296,13 +44,21 @@ if args["classes"] not in judges:
     }
 judge = judges[args["classes"]][args["name"]]
 values = [base64.b64decode(value[0]) if isinstance(value, list) else value for value in args["values"]]
-answer = getattr(judge, args["method"])(*values)
-result = None if answer is None else base64.b64encode(bytes(answer)).decode()
+result = getattr(judge, args["method"])(*values)  # None, or the path of a file holding the answer
 """
 
 CODECS = {"gz": "GZ", "none": "NONE"}
 NATIVE_CODECS = {"gz": "GZIP", "none": "NONE"}
 MAX_CHUNK = 128 * 1024  # HBase's hfile.index.block.max.size
+
+
+def take(answer: str) -> bytes:
+    """The answer a helper left in a file (tests/interop/java_judges.py), the file removed."""
+    path = Path(answer)
+    try:
+        return path.read_bytes()
+    finally:
+        path.unlink()
 
 
 def pack(parts: Sequence[bytes | None]) -> bytes:
@@ -343,7 +99,7 @@ class Judge:
         answer = self.reference.jvm(
             CALL, classes=str(self.classes), names=self.names, name=name, method=method, values=wire
         )
-        return None if answer is None else base64.b64decode(answer)
+        return None if answer is None else take(answer)
 
     def hbase_read(self, path: Path, probes: list[bytes], metas: list[bytes]) -> dict:
         blob = self("TandemHBaseJudge", "read", str(path), pack(probes), pack(metas))
@@ -368,31 +124,6 @@ class Judge:
             "info": dict(zip(info_keys, unpack(info), strict=True)),
             "metas": dict(zip(metas, unpack(meta_blocks), strict=True)),
         }
-
-
-def _hadoop_jar(reference) -> str:
-    """Hadoop's API (HBase's reader takes a FileSystem) comes with the reference's pyspark."""
-    venv = Path(reference.spec["python"]).parent.parent
-    return str(min(venv.glob("lib/python*/site-packages/pyspark/jars/hadoop-client-api-*.jar"), default=""))
-
-
-@pytest.fixture(scope="module")
-def judge_classes(java_hudi, java_hudi_1x, tmp_path_factory) -> Path:
-    """The three helpers, compiled in one javac run: the native reader against Hudi 1.2's signatures, which
-    Hudi 0.15's reader shares; the HBase judge against 0.15's shaded HBase (found only in that bundle)."""
-    javac = shutil.which("javac")
-    if javac is None:
-        if os.environ.get("CI"):
-            raise RuntimeError("javac is needed to judge HFiles with Java Hudi")
-        pytest.skip("javac (a JDK) is needed to judge HFiles with Java Hudi")
-    out = tmp_path_factory.mktemp("hfile-judges")
-    sources = {"TandemHBaseJudge": HBASE_JUDGE, "TandemNativeJudge": NATIVE_JUDGE, "TandemNativeWriter": NATIVE_WRITER}
-    for name, source in sources.items():
-        (out / f"{name}.java").write_text(source)
-    classpath = os.pathsep.join([java_hudi_1x.spec["jar"], java_hudi.spec["jar"], _hadoop_jar(java_hudi)])
-    files = [str(out / f"{name}.java") for name in sources]
-    subprocess.run([javac, "-nowarn", "-cp", classpath, "-d", str(out), *files], check=True, timeout=180)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -536,40 +267,19 @@ def _embedded_hfiles(log: bytes) -> list[bytes]:
 
 
 @pytest.fixture(scope="module")
-def java_metadata_hfiles(java_hudi, tmp_path_factory) -> dict[str, bytes]:
-    """HFiles Hudi 0.15 wrote for a table's metadata table in one insert: base files, and the HFiles of its
-    log blocks (files, column_stats and bloom_filters records)."""
-    path = tmp_path_factory.mktemp("java-mdt") / "t"
-    count = 120
-    rows = pa.table(
-        {
-            "id": [f"key-{i:04d}" for i in range(count)],
-            "part": [f"p{i % 3}" for i in range(count)],
-            "ts": list(range(count)),
-            "v": [float(i) for i in range(count)],
-            "name": [f"name {i}" for i in range(count)],
-        }
-    )
-    options = {
-        "hoodie.table.name": "j",
-        "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.partitionpath.field": "part",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.table.type": "COPY_ON_WRITE",
-        "hoodie.metadata.enable": "true",
-        "hoodie.metadata.index.column.stats.enable": "true",
-        "hoodie.metadata.index.bloom.filter.enable": "true",
-    }
-    java_hudi.write(str(path), rows, "insert", options, mode="overwrite")
+def java_metadata_hfiles(java_mdt_table) -> dict[str, bytes]:
+    """HFiles Hudi 0.15 wrote for the shared table's metadata table (tests/hudi_reference/java_mdt.py, read
+    only): compacted base files, and the HFiles of its log blocks (files, column_stats and bloom_filters
+    records; file lists with the files a clean deleted among them)."""
     found = {}
-    for file in sorted((path / ".hoodie" / "metadata").glob("*/*")):
+    for file in sorted(java_mdt_table.mdt.glob("*/*")):
         if file.name.endswith(".hfile"):
             found[file.name] = file.read_bytes()
         elif ".log." in file.name and not file.name.endswith(".crc"):
             for i, data in enumerate(_embedded_hfiles(file.read_bytes())):
                 found[f"{file.name}#{i}"] = data
-    kinds = {name.lstrip(".").split("-")[0] for name in found}
-    assert kinds == {"files", "col", "bloom"}, sorted(found)
+    kinds = {(name.lstrip(".").split("-")[0], ".log." in name) for name in found}
+    assert {kind for kind, _ in kinds} == {"files", "col", "bloom"} and {log for _, log in kinds} == {True, False}
     return found
 
 

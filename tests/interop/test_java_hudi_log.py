@@ -1,11 +1,12 @@
 """Java Hudi's own log reader and writer judge Tandem's Hudi log files (timeline.hudi_log).
 
-Java reads the logs Tandem writes (random sequences of rollback, delete, Avro and HFile data blocks, empty and
-large contents, every header key) with HoodieLogFormat.newReader and reports each block's type, header, where
-it ends and its records; Java's HoodieLogFormatWriter writes the same blocks, and Tandem reads them the same
-way and would have written the same bytes; Tandem reads a real metadata table Java wrote (and re-makes its log
-files byte for byte from their records); and on torn and bit-flipped logs both readers agree on every block
-Java accepts, Tandem being stricter only where the damage is. Hudi 1.2 reads Tandem's logs too.
+Java reads the logs Tandem writes (random sequences of rollback, delete, Avro and HFile data blocks, empty and large
+contents, every header key) with HoodieLogFormat.newReader and reports each block's type, header, where it ends and
+its records; Java's HoodieLogFormatWriter writes the same blocks, and Tandem reads them the same way and would have
+written the same bytes; Tandem reads a real metadata table Java wrote (the run's shared `java_mdt_table`, rollback
+command blocks included) and re-makes its log files byte for byte from their records; and on torn and bit-flipped
+logs both readers agree on every block Java accepts, Tandem being stricter only where the damage is. Hudi 1.2 reads
+Tandem's logs too.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import decimal
 import io
 import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import fastavro
-import pyarrow as pa
 import pytest
 
+from tests.hudi_reference.client import HudiReference
 from tests.timeline.test_hudi_log import ROW_SCHEMA, extra_header, ordering, row, text
 from timeline.hudi_log import (
     BlockType,
@@ -45,13 +47,16 @@ from timeline.hudi_log import (
 from timeline.hudi_log.delete_records import encode_delete_content
 from timeline.hudi_log.hfile_content import decode_hfile_content, encode_hfile_content
 
-# Runs in the reference JVM (HudiReference.jvm): reads log files with HoodieLogFormat.newReader, or writes them
-# with HoodieLogFormatWriter from block specs.
+# `judge_classes`: TandemLogJudge among the helpers compiled once per run (a session fixture shared by files)
+pytest_plugins = ["tests.interop.java_judges"]
+
+# Runs in the reference JVM (HudiReference.jvm): reads log files with HoodieLogFormat.newReader (in the compiled
+# TandemLogJudge, tests/interop/java_judges.py: one call a file), or writes them with HoodieLogFormatWriter from
+# block specs.
 JUDGE = r"""
 import base64
+import os
 import struct
-
-from py4j.protocol import Py4JError
 
 J = jvm.org.apache.hudi
 _conf = J.storage.hadoop.HadoopStorageConfiguration(jvm.org.apache.hadoop.conf.Configuration())
@@ -71,54 +76,7 @@ def _b64(data):
     return base64.b64encode(bytes(data)).decode()
 
 
-def _decode(b64, schema):
-    decoder = _avro.io.DecoderFactory.get().binaryDecoder(bytearray(base64.b64decode(b64)), None)
-    return _avro.generic.GenericDatumReader(schema).read(None, decoder)
-
-
-def _delete_content(deletes, header):
-    # Java's own serialization of the delete records it read: Hudi 0.15's constructor, else 1.x's
-    try:
-        block = _block.HoodieDeleteBlock(deletes, header)
-    except Py4JError:
-        pairs = jvm.java.util.ArrayList()
-        for record in deletes:
-            pairs.add(J.common.util.collection.Pair.of(record, None))
-        return _block.HoodieDeleteBlock(pairs, header).getContentBytes(None).toByteArray()
-    return block.getContentBytes(None)
-
-
-def _records(block, kind, header):
-    # a command's type; a delete block's records re-serialized by Java (their keys where Java cannot re-wrap
-    # an ordering value it unwrapped); a data block's record count and records' Avro binary, back to back
-    if kind == "COMMAND_BLOCK":
-        return str(block.getType().name())
-    if kind == "DELETE_BLOCK":
-        deletes = block.getRecordsToDelete()
-        try:
-            return _b64(_delete_content(deletes, block.getLogBlockHeader()))
-        except Exception:  # PySpark turns some Java exceptions into its own
-            return [[r.getRecordKey(), r.getPartitionPath()] for r in deletes]
-    schema = _schema(header["SCHEMA"])
-    out = jvm.java.io.ByteArrayOutputStream()
-    encoder = _avro.io.EncoderFactory.get().binaryEncoder(out, None)
-    writer = _avro.generic.GenericDatumWriter(schema)
-    iterator = block.getRecordIterator(J.common.model.HoodieRecord.HoodieRecordType.AVRO)
-    count = 0
-    while iterator.hasNext():
-        writer.write(iterator.next().getData(), encoder)
-        count += 1
-    iterator.close()
-    encoder.flush()
-    return [count, _b64(out.toByteArray())]
-
-
-_log_block = _block.HoodieLogBlock
-_KEYS = [str(key.name()) for key in _log_block.HeaderMetadataType.values()]
-try:  # Hudi 0.15 (footers have header keys); 1.x serializes headers and footers apart
-    _header_bytes = _footer_bytes = _log_block.getLogMetadataBytes
-except Py4JError:
-    _header_bytes, _footer_bytes = _log_block.getHeaderMetadataBytes, _log_block.getFooterMetadataBytes
+_KEYS = [str(key.name()) for key in _block.HoodieLogBlock.HeaderMetadataType.values()]
 
 
 def _map(data):
@@ -131,35 +89,65 @@ def _map(data):
     return entries
 
 
-def _describe(block):
-    kind = str(block.getBlockType().name())
-    info = {
-        "kind": kind,
-        "header": _map(_header_bytes(block.getLogBlockHeader())),
-        "footer": _map(_footer_bytes(block.getLogBlockFooter())),
-    }
-    location = block.getBlockContentLocation().get()
-    info["content_at"], info["end"] = location.getContentPositionInLogFile(), location.getBlockEndPos()
-    if kind != "CORRUPT_BLOCK" and args.get("records", True):
-        try:
-            info["records"] = _records(block, kind, info["header"])
-        except Exception as err:
-            info["records_error"] = (str(err).splitlines() or [repr(err)])[0][:200]
+def _unpack(blob):
+    blob, at, parts = bytes(blob), 4, []
+    for _ in range(struct.unpack_from(">i", blob)[0]):
+        (size,) = struct.unpack_from(">i", blob, at)
+        parts.append(None if size < 0 else blob[at + 4 : at + 4 + size])
+        at += 4 + max(size, 0)
+    return parts
+
+
+def _describe(packed):
+    # a block as TandemLogJudge describes it: its type, header and footer, where its content starts and where it
+    # ends, and its records: a command's type; a delete block's records re-serialized by Java (their keys where
+    # Java cannot re-wrap an ordering value it unwrapped); a data block's record count and records' Avro
+    # binary, back to back; or the error reading them raised
+    kind, header, footer, content_at, end, *records = _unpack(packed)
+    info = {"kind": kind.decode(), "header": _map(header), "footer": _map(footer)}
+    info["content_at"], info["end"] = int(content_at), int(end)
+    if records:
+        tag, payload = records[0].decode(), records[1]
+        if tag == "command":
+            info["records"] = payload.decode()
+        elif tag == "delete":
+            info["records"] = _b64(payload)
+        elif tag == "keys":
+            flat = [None if part is None else part.decode() for part in _unpack(payload)]
+            info["records"] = [list(pair) for pair in zip(flat[::2], flat[1::2])]
+        elif tag == "data":
+            count, data = _unpack(payload)
+            info["records"] = [int(count), _b64(data)]
+        else:
+            info["records_error"] = payload.decode()
     return info
 
 
-def read_log(path):
-    file = J.common.model.HoodieLogFile(J.storage.StoragePath(path))
-    blocks, error = [], None
-    reader = J.common.table.log.HoodieLogFormat.newReader(_storage(path), file, None)
+def read_log(judge, path):
+    answer = judge.read(path, args.get("records", True))  # the path of a file holding the answer
     try:
-        while reader.hasNext():
-            blocks.append(_describe(reader.next()))
-    except Exception as err:
-        error = (str(err).splitlines() or [repr(err)])[0][:300]
+        with open(answer, "rb") as file:
+            error, blocks = _unpack(file.read())
     finally:
-        reader.close()
-    return {"blocks": blocks, "error": error}
+        os.remove(answer)
+    return {"blocks": [_describe(block) for block in _unpack(blocks)], "error": error and error.decode()}
+
+
+def _judge():
+    # TandemLogJudge (tests/interop/java_judges.py), instantiated once per JVM
+    judges = getattr(spark, "_tandem_log_judges", None)
+    if judges is None:
+        judges = spark._tandem_log_judges = {}
+    if args["classes"] not in judges:
+        gateway = spark.sparkContext._gateway
+        urls = gateway.new_array(jvm.java.net.URL, 1)
+        urls[0] = jvm.java.io.File(args["classes"]).toURI().toURL()
+        loader = jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+        no_types = gateway.new_array(jvm.java.lang.Class, 0)
+        no_values = gateway.new_array(jvm.java.lang.Object, 0)
+        judge = loader.loadClass("TandemLogJudge").getDeclaredConstructor(no_types).newInstance(no_values)
+        judges[args["classes"]] = judge
+    return judges[args["classes"]]
 
 
 def _header(entries):
@@ -169,27 +157,48 @@ def _header(entries):
     return header
 
 
-def _make_block(spec, path):
+def _pack(parts):
+    out = [struct.pack(">i", len(parts))]
+    for part in parts:
+        out.append(struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part)
+    return b"".join(out)
+
+
+def _utf8(text):
+    return None if text is None else text.encode()
+
+
+def _ordering(value):
+    # an ordering value's Java type as py4j would box it: Boolean, Integer, Long, Double or String
+    if value is None:
+        return [b"none", None]
+    if isinstance(value, bool):
+        return [b"bool", str(value).lower().encode()]
+    if isinstance(value, int):
+        return [b"int" if -(2**31) <= value <= 2**31 - 1 else b"long", str(value).encode()]
+    if isinstance(value, float):
+        return [b"double", repr(value).encode()]
+    return [b"string", value.encode()]
+
+
+def _make_block(judge, spec, path):
+    # the records of a delete or data block built in TandemLogJudge (one call, not several a record)
     kind, header = spec["kind"], _header(spec["header"])
-    model = J.common.model
     if kind == "COMMAND_BLOCK":
         return _block.HoodieCommandBlock(header)
-    if kind == "DELETE_BLOCK":  # py4j boxes an ordering value as Integer, Long, Double, Boolean or String
-        deletes = spark.sparkContext._gateway.new_array(model.DeleteRecord, len(spec["deletes"]))
-        for i, (key, partition, ordering) in enumerate(spec["deletes"]):
-            deletes[i] = model.DeleteRecord.create(key, partition, ordering)
-        return _block.HoodieDeleteBlock(deletes, header)
-    schema, records = _schema(spec["header"]["SCHEMA"]), jvm.java.util.ArrayList()
+    if kind == "DELETE_BLOCK":
+        parts = [p for k, part, o in spec["deletes"] for p in (_utf8(k), _utf8(part), *_ordering(o))]
+        return _block.HoodieDeleteBlock(judge.deletes(_pack(parts)), header)
+    schema = _schema(spec["header"]["SCHEMA"])
     if kind == "AVRO_DATA_BLOCK":
-        for b64 in spec["records"]:
-            records.add(model.HoodieAvroIndexedRecord(_decode(b64, schema)))
+        records = judge.records(_pack([base64.b64decode(r) for r in spec["records"]]), schema, False)
         return _block.HoodieAvroDataBlock(records, header, "key")
-    for key, b64 in spec["records"]:
-        records.add(model.HoodieAvroIndexedRecord(model.HoodieKey(key, ""), _decode(b64, schema)))
+    parts = [p for key, r in spec["records"] for p in (key.encode(), base64.b64decode(r))]
+    records = judge.records(_pack(parts), schema, True)
     return _block.HoodieHFileDataBlock(records, header, "GZ", J.storage.StoragePath(path), True)
 
 
-def write_log(folder, file_id, specs):
+def write_log(judge, folder, file_id, specs):
     writer = (
         J.common.table.log.HoodieLogFormat.newWriterBuilder().onParentPath(J.storage.StoragePath(folder))
         .withFileId(file_id).overBaseCommit("001").withLogVersion(1).withLogWriteToken("1-0-1")
@@ -197,25 +206,17 @@ def write_log(folder, file_id, specs):
     )
     path = str(writer.getLogFile().getPath().toString())
     for spec in specs:
-        writer.appendBlock(_make_block(spec, path))
+        writer.appendBlock(_make_block(judge, spec, path))
     writer.close()
     return path
 
 
+judge = _judge()
 if args["op"] == "read":
-    result = [read_log(path) for path in args["paths"]]
+    result = [read_log(judge, path) for path in args["paths"]]
 else:
-    result = [write_log(args["folder"], f"java{i}-0", specs) for i, specs in enumerate(args["logs"])]
+    result = [write_log(judge, args["folder"], f"java{i}-0", specs) for i, specs in enumerate(args["logs"])]
 """
-MDT_OPTIONS = {  # a small table whose metadata table has files, column stats and bloom filter partitions
-    "hoodie.table.name": "logs",
-    "hoodie.datasource.write.recordkey.field": "id",
-    "hoodie.datasource.write.partitionpath.field": "part",
-    "hoodie.datasource.write.precombine.field": "ts",
-    "hoodie.metadata.enable": "true",
-    "hoodie.metadata.index.column.stats.enable": "true",
-    "hoodie.metadata.index.bloom.filter.enable": "true",
-}
 
 
 def b64(data: bytes) -> str:
@@ -335,8 +336,33 @@ def tandem_view(block: LogBlock) -> dict:
     return view
 
 
-def read_by_java(reference, paths: list[Path], records: bool = True) -> list[dict]:
-    return reference.jvm(JUDGE, op="read", paths=[str(p) for p in paths], records=records)
+@dataclass(frozen=True)
+class LogJudge:
+    """Hudi's log reader and writer in one reference JVM, by way of TandemLogJudge (compiled once per run)."""
+
+    reference: HudiReference
+    classes: Path
+
+    def read(self, paths: list[Path], records: bool = True) -> list[dict]:
+        paths = [str(p) for p in paths]
+        return self.reference.jvm(JUDGE, op="read", classes=str(self.classes), paths=paths, records=records)
+
+    def write(self, folder: Path, logs: list[list[dict]]) -> list[str]:
+        return self.reference.jvm(JUDGE, op="write", classes=str(self.classes), folder=str(folder), logs=logs)
+
+
+@pytest.fixture(scope="module")
+def log_judge(java_hudi, judge_classes) -> LogJudge:
+    return LogJudge(java_hudi, judge_classes)
+
+
+@pytest.fixture(scope="module")
+def log_judge_1x(java_hudi_1x, judge_classes) -> LogJudge:
+    return LogJudge(java_hudi_1x, judge_classes)
+
+
+def read_by_java(judge: LogJudge, paths: list[Path], records: bool = True) -> list[dict]:
+    return judge.read(paths, records)
 
 
 def random_logs(seed: int, count: int) -> list[list[dict]]:
@@ -363,10 +389,10 @@ def write_tandem_logs(folder: Path, logs: list[list[dict]]) -> list[Path]:
     return paths
 
 
-def assert_java_reads_tandem_logs(reference, folder: Path, seed: int, count: int) -> None:
+def assert_java_reads_tandem_logs(judge: LogJudge, folder: Path, seed: int, count: int) -> None:
     logs = random_logs(seed, count)
     paths = write_tandem_logs(folder, logs)
-    for path, specs, java in zip(paths, logs, read_by_java(reference, paths), strict=True):
+    for path, specs, java in zip(paths, logs, read_by_java(judge, paths), strict=True):
         assert java["error"] is None, (path, java["error"])
         tandem = [tandem_view(block) for block in read_intact(path.read_bytes())]
         assert [{k: b[k] for k in ("kind", "header", "footer", "records")} for b in java["blocks"]] == [
@@ -375,20 +401,20 @@ def assert_java_reads_tandem_logs(reference, folder: Path, seed: int, count: int
         assert java["blocks"] == tandem, path
 
 
-def test_java_reads_tandem_logs(java_hudi, tmp_path):
-    assert_java_reads_tandem_logs(java_hudi, tmp_path, seed=11, count=24)
+def test_java_reads_tandem_logs(log_judge, tmp_path):
+    assert_java_reads_tandem_logs(log_judge, tmp_path, seed=11, count=24)
 
 
-def test_hudi_1x_reads_tandem_logs(java_hudi_1x, tmp_path):
-    assert_java_reads_tandem_logs(java_hudi_1x, tmp_path, seed=12, count=8)
+def test_hudi_1x_reads_tandem_logs(log_judge_1x, tmp_path):
+    assert_java_reads_tandem_logs(log_judge_1x, tmp_path, seed=12, count=8)
 
 
 # -- Java writes, Tandem reads
 
 
-def test_tandem_reads_java_logs_and_writes_their_bytes(java_hudi, tmp_path):
+def test_tandem_reads_java_logs_and_writes_their_bytes(log_judge, tmp_path):
     logs = random_logs(21, 16)
-    paths = java_hudi.jvm(JUDGE, op="write", folder=str(tmp_path), logs=[without_raw(specs) for specs in logs])
+    paths = log_judge.write(tmp_path, [without_raw(specs) for specs in logs])
     for i, (path, specs) in enumerate(zip(paths, logs, strict=True)):
         name = parse_log_name(Path(path).name)
         assert (name.file_id, name.base_instant, name.version, name.write_token) == (f"java{i}-0", "001", 1, "1-0-1")
@@ -401,7 +427,7 @@ def test_tandem_reads_java_logs_and_writes_their_bytes(java_hudi, tmp_path):
         assert data == b"".join(tandem_block(spec) for spec in specs), path
 
 
-def test_every_ordering_wrapper_reads_in_java(java_hudi, tmp_path):
+def test_every_ordering_wrapper_reads_in_java(log_judge, tmp_path):
     """Java reads each wrapper Tandem writes, and re-serializes those it can re-wrap to the same bytes."""
     wrappers = {
         "BooleanWrapper": True,
@@ -418,7 +444,7 @@ def test_every_ordering_wrapper_reads_in_java(java_hudi, tmp_path):
     }
     path = tmp_path / ".w-0_1.log.1_0-0-0"
     path.write_bytes(b"".join(delete_block("1", [DeleteRecord("k", "p", item)]) for item in wrappers.items()))
-    (java,) = read_by_java(java_hudi, [path])
+    (java,) = read_by_java(log_judge, [path])
     assert java["error"] is None
     rewrapped = []
     for block, wrapper, tandem in zip(java["blocks"], wrappers, read_intact(path.read_bytes()), strict=True):
@@ -432,23 +458,14 @@ def test_every_ordering_wrapper_reads_in_java(java_hudi, tmp_path):
 # -- a metadata table Java wrote
 
 
-@pytest.fixture(scope="session")
-def java_mdt_logs(java_hudi, tmp_path_factory) -> dict[Path, int | None]:
-    """The metadata-table log files of a table Java Hudi 0.15 wrote with one insert, and the size its
-    deltacommit recorded for each: a partition's file groups start with a log of one empty delete block
-    (written when Java initialised the metadata table, in no deltacommit's write stats), then a log of the
-    insert's HFile data block."""
-    base = tmp_path_factory.mktemp("java-mdt") / "t"
-    rows = pa.table(
-        {
-            "id": [f"k{i:03d}-{'é' if i % 2 else 'x'}" for i in range(30)],
-            "part": [f"p{i % 3}" for i in range(30)],
-            "ts": list(range(30)),
-            "v": [float(i) for i in range(30)],
-        }
-    )
-    java_hudi.write(str(base), rows, "insert", MDT_OPTIONS, mode="overwrite")
-    metadata = base / ".hoodie" / "metadata"
+@pytest.fixture(scope="module")
+def java_mdt_logs(java_mdt_table) -> dict[Path, int | None]:
+    """The metadata-table log files of the run's shared Java table (tests/hudi_reference/java_mdt.py, read
+    only), and the size the completed delta commit that wrote each recorded for it, if one is on the active
+    timeline: a partition's file groups start with a log of one empty delete block (written when Java
+    initialised the partition, in no delta commit's write stats), then logs of HFile data blocks, one per delta
+    commit; a rollback appends a log of its command block (in no delta commit either)."""
+    metadata = java_mdt_table.mdt
     sizes = {}
     for commit in (metadata / ".hoodie").glob("*.deltacommit"):
         for stats in json.loads(commit.read_text())["partitionToWriteStats"].values():
@@ -458,12 +475,17 @@ def java_mdt_logs(java_hudi, tmp_path_factory) -> dict[Path, int | None]:
     return {path: sizes.get(path) for path in logs}
 
 
-def test_tandem_reads_javas_metadata_table_logs(java_hudi, java_mdt_logs):
+def test_tandem_reads_javas_metadata_table_logs(log_judge, java_mdt_table, java_mdt_logs):
+    completed = {p.name.split(".")[0] for p in (java_mdt_table.mdt / ".hoodie").glob("*.deltacommit")}
     kinds = set()
-    for path, java in zip(java_mdt_logs, read_by_java(java_hudi, list(java_mdt_logs)), strict=True):
+    for path, java in zip(java_mdt_logs, read_by_java(log_judge, list(java_mdt_logs)), strict=True):
         data = path.read_bytes()
         blocks = read_intact(data, expected_size=java_mdt_logs[path])
-        assert (java_mdt_logs[path] is None) == (blocks[0].kind is BlockType.DELETE_BLOCK), path
+        # a completed delta commit records the whole size of the log it wrote; no commit names the log of a
+        # partition's initialisation (its delete block), of a rollback (its command block), or of a delta
+        # commit rolled back or archived
+        written = blocks[0].kind is BlockType.HFILE_DATA_BLOCK and blocks[0].header["INSTANT_TIME"] in completed
+        assert (java_mdt_logs[path] is not None) == written, path
         assert java["error"] is None and java["blocks"] == [tandem_view(b) for b in blocks], path
         remade = []
         for block in blocks:
@@ -475,7 +497,8 @@ def test_tandem_reads_javas_metadata_table_logs(java_hudi, java_mdt_logs):
                 content = encode_hfile_content(cells, schema)
             remade.append(encode_block(block.kind, block.header, content))
         assert b"".join(remade) == data, path
-    assert kinds == {BlockType.DELETE_BLOCK, BlockType.HFILE_DATA_BLOCK}
+    assert kinds == {BlockType.DELETE_BLOCK, BlockType.HFILE_DATA_BLOCK, BlockType.COMMAND_BLOCK}
+    assert sum(size is not None for size in java_mdt_logs.values()) >= 3
 
 
 # -- torn and damaged logs
@@ -527,7 +550,7 @@ def assert_readers_agree(tandem: list[LogBlock], java: dict, flipped: int | None
     assert flipped is not None or java["error"] is None
 
 
-def test_torn_and_flipped_logs_against_java(java_hudi, tmp_path):
+def test_torn_and_flipped_logs_against_java(log_judge, tmp_path):
     """Truncations around every block boundary and at random, bit flips at random in the small blocks and in
     the HFile: the readers agree (test_hudi_log truncates and flips at every offset, Tandem alone). On a flip
     inside the HFile, Tandem refuses the block (the HFile's checksums); Java fails, or gives the original
@@ -548,11 +571,11 @@ def test_torn_and_flipped_logs_against_java(java_hudi, tmp_path):
     for i, (case, _) in enumerate(cases):
         paths.append(tmp_path / f".d{i}-0_1.log.1_0-0-0")
         paths[-1].write_bytes(case)
-    for (case, flipped), java in zip(cases, read_by_java(java_hudi, paths, records=False), strict=True):
+    for (case, flipped), java in zip(cases, read_by_java(log_judge, paths, records=False), strict=True):
         assert_readers_agree(read_blocks(case), java, flipped)
     in_hfile = [(p, case) for p, (case, at) in zip(paths, cases, strict=True) if at is not None and at >= hfile]
     original = tandem_view(whole[-1])["records"]
-    for (path, case), java in zip(in_hfile, read_by_java(java_hudi, [p for p, _ in in_hfile]), strict=True):
+    for (path, case), java in zip(in_hfile, read_by_java(log_judge, [p for p, _ in in_hfile]), strict=True):
         damaged = read_blocks(case)[-1]
         assert damaged.kind is BlockType.HFILE_DATA_BLOCK
         with pytest.raises(HudiLogError, match="HFile data block content is damaged"):

@@ -1,10 +1,10 @@
 """Java Hudi 0.15 judges the metadata-table records of timeline.mdt.hudi_* (tests/hudi_reference).
 
-- A metadata table Java writes (`files`, `column_stats`, `bloom_filters`; base HFiles and log blocks, a
-  compaction, a clean's tombstones): every cell decodes to what Java's Avro decoder reads (its JSON encoding)
-  and to what its HoodieMetadataPayload holds, re-encodes to the very bytes stored, sits under the key and in
-  the file group Tandem computes; each compacted record is Tandem's merge of the records compacted; the MDT's
-  properties, initial instants and log headers are the ones Tandem writes.
+- A metadata table Java writes (`java_typed_table` in tests/interop/java_judges.py: `files`, `column_stats`,
+  `bloom_filters`; base HFiles and log blocks, a compaction, a clean's tombstones): every cell decodes to what
+  Java's Avro decoder reads (its JSON encoding) and to what its HoodieMetadataPayload holds, re-encodes to the very
+  bytes stored, sits under the key and in the file group Tandem computes; each compacted record is Tandem's merge of
+  the records compacted; the MDT's properties, initial instants and log headers are the ones Tandem writes.
 - Keys, file-group indexes, file-group ids, instant suffixes and defaults against Java's own functions.
 - Column statistics of Parquet files of every type Tandem writes: the records Java builds from the footers
   (ParquetUtils, then HoodieMetadataPayload) equal Tandem's built from the same footers, byte for byte.
@@ -19,7 +19,7 @@ import json
 import os
 import re
 import struct
-from datetime import date, datetime, timezone
+from datetime import date, timezone
 from decimal import Decimal
 from itertools import pairwise
 from pathlib import Path
@@ -31,6 +31,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.interop.java_judges import TYPED_PARTITIONS as PARTITIONS
+from tests.interop.java_judges import TYPED_TABLE as TABLE
 from timeline.format import properties
 from timeline.mdt import hudi_keys, hudi_layout, hudi_records
 from timeline.mdt.hudi_merge import as_read, combine, merged
@@ -38,22 +40,9 @@ from timeline.mdt.hudi_records import ColumnStats
 from timeline.mdt.hudi_schema import RECORD_SCHEMA, parsed_record_schema, stored_schema_json
 from timeline.mdt.hudi_values import Wrapped, missing_bound, wrap
 
-PARTITIONS = ["p0", "2024/01", "ü x"]
-TABLE = "typed"
-OPTIONS = {
-    "hoodie.table.name": TABLE,
-    "hoodie.datasource.write.recordkey.field": "id",
-    "hoodie.datasource.write.partitionpath.field": "part",
-    "hoodie.datasource.write.precombine.field": "ts",
-    "hoodie.datasource.write.table.type": "COPY_ON_WRITE",
-    "hoodie.metadata.enable": "true",
-    "hoodie.metadata.index.column.stats.enable": "true",
-    "hoodie.metadata.index.bloom.filter.enable": "true",
-    "hoodie.metadata.index.column.stats.column.list": "ts,i8,f32,day,at,amount,blob,name",
-    "hoodie.metadata.compact.max.delta.commits": "1",  # a compaction after the first delta commit
-    "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",  # the upsert's clean deletes the files it replaced
-    "hoodie.cleaner.fileversions.retained": "1",
-}
+# `java_typed_table` (the table Java wrote, shared with test_java_bloom) and `judge_classes` (the helpers compiled
+# once per run): session fixtures
+pytest_plugins = ["tests.interop.java_judges"]
 SETTINGS = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # Java's side: one request each, run in the reference session with `jvm` and `args`.
@@ -83,51 +72,66 @@ def block_bytes(records, at):
     block = J.org.apache.hudi.common.table.log.block.HoodieAvroDataBlock(records, schema)
     return base64.b64encode(bytes(block.getContentBytes(storage(at)))).decode()
 """
+# Every cell of the metadata table's base files and HFile log blocks, read by Hudi's native HFile reader
+# (TandemNativeJudge.cells, tests/interop/java_judges.py: one call a file or block), each value decoded by
+# HoodieAvroUtils and held by HoodieMetadataPayload.
 EXTRACT = """
+import struct
 read, held = J.java.util.ArrayList(), J.java.util.ArrayList()
-def cells(stream, size, writer=None):
-    reader = J.org.apache.hudi.io.hfile.HFileReaderImpl(stream, size)
-    reader.initializeMetadata()
+judges = getattr(spark, "_tandem_mdt_judges", None)
+if judges is None:
+    judges = spark._tandem_mdt_judges = {}
+if args["classes"] not in judges:  # instantiated once per JVM
+    gateway = spark.sparkContext._gateway
+    urls = gateway.new_array(J.java.net.URL, 1)
+    urls[0] = J.java.io.File(args["classes"]).toURI().toURL()
+    loader = J.java.net.URLClassLoader(urls, J.java.lang.Thread.currentThread().getContextClassLoader())
+    no_types = gateway.new_array(J.java.lang.Class, 0)
+    no_values = gateway.new_array(J.java.lang.Object, 0)
+    judges[args["classes"]] = loader.loadClass("TandemNativeJudge").getDeclaredConstructor(no_types).newInstance(
+        no_values)
+native = judges[args["classes"]]
+def unpack(blob):
+    at, parts = 4, []
+    for _ in range(struct.unpack_from(">i", blob)[0]):
+        (size,) = struct.unpack_from(">i", blob, at)
+        parts.append(None if size < 0 else blob[at + 4 : at + 4 + size])
+        at += 4 + max(size, 0)
+    return parts
+def cells(path, offset, size, writer=None):
+    answer = native.cells(path, offset, size)  # the path of a file holding the answer
+    try:
+        with open(answer, "rb") as file:
+            info, packed = unpack(file.read())
+    finally:
+        os.remove(answer)
     if writer is None:
-        info = reader.getMetaInfo(J.org.apache.hudi.io.hfile.UTF8StringKey("schema")).get()
-        writer = J.org.apache.avro.Schema.Parser().parse(bytes(info).decode())
-    found, block, more = [], b"", reader.seekTo()
-    while more:
-        kv = reader.getKeyValue().get()
-        key = kv.getKey().getContentInString()
-        at, start = kv.getKeyContentOffset(), kv.getValueOffset()
-        if block[at : at + len(key.encode())] != key.encode():  # a new data block: fetch it once
-            block = bytes(kv.getBytes())
-        value = block[start : start + kv.getValueLength()]
+        writer = J.org.apache.avro.Schema.Parser().parse(info.decode())
+    flat, found = unpack(packed), []
+    for key, value in zip(flat[::2], flat[1::2]):
+        key = key.decode()
         record = avro.bytesToAvro(value, writer, schema)
         if not str(record.get("key")):
             record.put("key", key)
         read.add(record)
         held.add(Payload(record, None).getInsertValue(schema).get())
         found.append([key, base64.b64encode(value).decode()])
-        more = reader.next()
-    reader.close()
     return found
 def hfile(path):
-    where = J.org.apache.hadoop.fs.Path(path)
-    stream = J.org.apache.hudi.hadoop.fs.HadoopSeekableDataInputStream(where.getFileSystem(conf).open(where))
-    return [{"type": "HFILE", "header": {}, "cells": cells(stream, os.path.getsize(path))}]
+    return [{"type": "HFILE", "header": {}, "cells": cells(path, 0, os.path.getsize(path))}]
 def log(path):
     name = J.org.apache.hudi.common.model.HoodieLogFile(J.org.apache.hudi.storage.StoragePath(path))
     reader = J.org.apache.hudi.common.table.log.HoodieLogFileReader(storage(path), name, schema, 1 << 16)
     blocks = []
     while reader.hasNext():
         block = reader.next()
-        header = {str(k.name()): str(v) for k, v in block.getLogBlockHeader().items()}
+        entries = block.getLogBlockHeader()  # its keys as an array: py4j ends an iterator with a Java exception
+        header = {str(k.name()): str(entries.get(k)) for k in entries.keySet().toArray()}
         entry = {"type": str(block.getBlockType().name()), "header": header, "cells": []}
         if entry["type"] == "HFILE_DATA_BLOCK":
             where = block.getBlockContentLocation().get()
-            with open(path, "rb") as handle:
-                handle.seek(where.getContentPositionInLogFile())
-                content = handle.read(where.getBlockSize())
-            stream = J.org.apache.hudi.io.ByteArraySeekableDataInputStream(
-                J.org.apache.hudi.common.util.io.ByteBufferBackedInputStream(content))
-            entry["cells"] = cells(stream, len(content), J.org.apache.avro.Schema.Parser().parse(header["SCHEMA"]))
+            writer = J.org.apache.avro.Schema.Parser().parse(header["SCHEMA"])
+            entry["cells"] = cells(path, where.getContentPositionInLogFile(), where.getBlockSize(), writer)
         blocks.append(entry)
     reader.close()
     return blocks
@@ -270,37 +274,12 @@ def _float32s(node):
 # -- a metadata table Java wrote
 
 
-def _rows(n: int) -> pa.Table:
-    return pa.table(
-        {
-            "id": [f"k{i:03d}" for i in range(n)],
-            "part": [PARTITIONS[i % 3] for i in range(n)],
-            "ts": pa.array(range(n), pa.int64()),
-            "i8": pa.array([i - 12 for i in range(n)], pa.int8()),
-            "i32": pa.array([i * 100_000 for i in range(n)], pa.int32()),
-            "f32": pa.array([i / 3 for i in range(n)], pa.float32()),
-            "f64": pa.array([i / 7 for i in range(n)], pa.float64()),
-            "flag": [i % 2 == 0 for i in range(n)],
-            "day": pa.array([date(2020, 1, 1 + i) for i in range(n)], pa.date32()),
-            "at": pa.array(
-                [datetime(2020, 1, 1, 0, 0, i, tzinfo=timezone.utc) for i in range(n)], pa.timestamp("us", "UTC")
-            ),
-            "amount": pa.array([Decimal(i) / 8 for i in range(n)], pa.decimal128(12, 3)),
-            "blob": [bytes([i, 255 - i]) for i in range(n)],
-            "name": [None if i % 5 == 0 else f"n{i}" for i in range(n)],
-        }
-    )
-
-
 @pytest.fixture(scope="module")
-def java_mdt(java_hudi, tmp_path_factory) -> dict:
-    """A table Java writes (an insert, then an upsert whose clean deletes what it replaced) and every cell of its
-    metadata table, with what Java reads from each."""
-    path = tmp_path_factory.mktemp("java-mdt") / TABLE
-    rows = _rows(24)
-    java_hudi.write(str(path), rows, "insert", OPTIONS, mode="overwrite")
-    java_hudi.write(str(path), rows.slice(0, 6), "upsert", OPTIONS)
-    found = _jvm(java_hudi, EXTRACT, root=str(path / ".hoodie" / "metadata"))
+def java_mdt(java_hudi, java_typed_table, judge_classes) -> dict:
+    """The typed table Java wrote (tests/interop/java_judges.py: an insert, then an upsert whose clean deletes
+    what it replaced; read only) and every cell of its metadata table, with what Java reads from each."""
+    path = java_typed_table
+    found = _jvm(java_hudi, EXTRACT, root=str(path / ".hoodie" / "metadata"), classes=str(judge_classes))
     cells = []
     for name, blocks in found["files"].items():
         for block in blocks:
