@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 from timeline.errors import ConflictError, CorruptInstantError
 from timeline.format import properties
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_metadata import CompactionOperation, slice_metrics
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
-from timeline.format.file_names import PARTITION_METADATA
+from timeline.format.file_names import PARTITION_METADATA, partition_metadata
 from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.hfile import write_hfile
 from timeline.hudi_log import (
@@ -92,12 +91,6 @@ def encode_base_file(records: Iterable[Mapping], file_name: str) -> bytes:
     return write_hfile(cells, info, block_size=BASE_BLOCK_SIZE, compression="gz")
 
 
-def partition_metadata(instant: str) -> bytes:
-    """`.hoodie_partition_metadata` of an MDT partition (one level deep), as HoodiePartitionMetadata writes it."""
-    stamp = datetime.now(timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
-    return f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth=1\n".encode()
-
-
 def by_file_group(records: Iterable[Mapping], file_ids: Sequence[str]) -> dict[str, list[Mapping]]:
     """Records by the file group their key maps to, among `file_ids` sorted (Java maps keys to positions)."""
     ordered = sorted(file_ids)
@@ -112,7 +105,7 @@ def initialize_partition(
 ) -> list[WrittenFile]:
     """The files of MDT partition `partition` initialized at `instant` (its delta commit is the caller's)."""
     mdt.makedirs(partition)
-    mdt.create_if_absent(f"{partition}/{PARTITION_METADATA}", partition_metadata(instant))
+    mdt.create_if_absent(f"{partition}/{PARTITION_METADATA}", partition_metadata(instant, 1))
     file_ids = [hudi_layout.file_group_id(partition, i) for i in range(group_count)]
     written = []
     for file_id in file_ids:

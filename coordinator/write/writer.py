@@ -13,7 +13,6 @@ import itertools
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack, closing
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,7 +35,7 @@ from timeline.errors import BadInputError
 from timeline.format import keys
 from timeline.format.avro_schema import arrow_to_avro
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
-from timeline.format.file_names import PARTITION_METADATA, BaseFile
+from timeline.format.file_names import PARTITION_METADATA, BaseFile, partition_metadata
 from timeline.format.fs_view import FileSystemView
 from timeline.format.instant import COMMIT, REPLACE_COMMIT
 from timeline.format.meta_fields import META_COLUMNS
@@ -165,11 +164,9 @@ class LocalWriter:
         if not new:
             return
         storage.create_dirs(new)
-        stamp = datetime.now(timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
         for partition in new:
             depth = len(partition.split("/")) if partition else 0
-            body = f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth={depth}\n"
-            storage.create_if_absent(partition_metadata_path(partition), body.encode())
+            storage.create_if_absent(partition_metadata_path(partition), partition_metadata(instant, depth))
 
     def write_file(self, txn: InstantSink, write: FileWrite, task: int, token: str | None = None) -> WriteStat:
         """Marker first, then the parquet file; returns its write stat.

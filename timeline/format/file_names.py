@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from timeline.errors import CorruptInstantError
 from timeline.format import partition_path
@@ -13,6 +14,13 @@ PARQUET = ".parquet"
 PARTITION_METADATA = ".hoodie_partition_metadata"
 BASE_FILE_PATTERN = r"^(?P<file_id>[^_/]+)_(?P<token>\d+-\d+-\d+)_(?P<instant>\d{14,17})\.parquet$"
 _BASE_RE = re.compile(BASE_FILE_PATTERN)
+
+
+def partition_metadata(instant: str, depth: int) -> bytes:
+    """A partition's `.hoodie_partition_metadata`, as HoodiePartitionMetadata writes it: the instant that
+    created the partition and how many folders deep it sits."""
+    stamp = datetime.now(timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
+    return f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth={depth}\n".encode()
 
 
 @dataclass(frozen=True)
