@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from timeline.errors import CorruptInstantError
 from timeline.format import partition_path
-from timeline.format.instant import validate_instant_time
+from timeline.format.instant import validate_timeline_time
 
 
 @dataclass
@@ -169,6 +169,6 @@ class CommitMetadata:
                 if negative:
                     raise CorruptInstantError(f"{where}: negative {', '.join(negative)}")
                 if stat.prev_commit != "null":
-                    validate_instant_time(stat.prev_commit, f"{where}: prevCommit")
+                    validate_timeline_time(stat.prev_commit, f"{where}: prevCommit")
         for partition in self.partition_to_replace_file_ids or {}:
             partition_path.canonical(partition, f"{source}: partitionToReplaceFileIds", CorruptInstantError)

@@ -146,6 +146,18 @@ def validate_instant_time(value: object, where: str) -> str:
     raise CorruptInstantError(f"{where}: {shown} is not an instant time (yyyyMMddHHmmssSSS)")
 
 
+_TIMELINE_TIME_RE = re.compile(TIMELINE_TIME_PATTERN)
+
+
+def validate_timeline_time(value: object, where: str) -> str:
+    """`value` if it is the time of an instant on some timeline: an instant time, or a metadata table's
+    instant time with Hudi's suffixes (`<T>001`, `<T>011001`); else CorruptInstantError."""
+    if isinstance(value, str) and _TIMELINE_TIME_RE.fullmatch(value):
+        return value
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "..."
+    raise CorruptInstantError(f"{where}: {shown} is not an instant time (yyyyMMddHHmmssSSS, maybe suffixed)")
+
+
 def format_instant_time(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime(INSTANT_FORMAT)[:INSTANT_LENGTH]
 

@@ -22,8 +22,9 @@ from timeline.errors import MetadataFallbackWarning as MetadataFallbackWarning  
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant, State
 from timeline.format.table_config import JAVA_METADATA_PARTITIONS, TableConfig, read_config
-from timeline.mdt import layout
+from timeline.mdt import hudi_health, hudi_layout, layout
 from timeline.mdt.log import DATA, DecodedLog, LogBlock
+from timeline.mdt.slice_records import valid_instants
 from timeline.mdt.table import MetadataTable
 
 # Commit metadata of deltacommits is read in parallel on S3 (one round trip, not dozens); a local read
@@ -67,12 +68,8 @@ def problems(
     mdt_timeline = mdt.timeline_if_exists()
     if mdt_timeline is None:
         return [f"{layout.MDT_PROPERTIES} is missing, but the table records a metadata table"] if recorded else []
-    java = (config or read_config(mdt.data_storage)).java_metadata_partitions
-    if java:  # Java Hudi built (or rebuilt over Tandem's) its own HFile MDT here: Tandem can neither read nor extend it
-        return [
-            f"{layout.MDT_DIR} is Java Hudi's own metadata table ({JAVA_METADATA_PARTITIONS}={','.join(java)}), "
-            "which Tandem neither reads nor keeps in sync"
-        ]
+    if mdt.is_hudi_format():
+        return _hudi_format_problems(mdt, mdt_timeline, data_timeline, writing, config)
     slices = mdt.slices()
     base = layout.latest_completed_compaction(mdt_timeline)
     read = {base} | {i.time for i in layout.pending_compactions(mdt_timeline) if i.time > base}
@@ -82,6 +79,27 @@ def problems(
     if not writing:
         found += _pending_initialization(mdt_timeline, base)
     return found
+
+
+def _hudi_format_problems(
+    mdt: MetadataTable,
+    mdt_timeline: ActiveTimeline,
+    data_timeline: ActiveTimeline,
+    writing: bool,
+    config: TableConfig | None,
+) -> list[str]:
+    """An MDT in Hudi's own format (built by Java Hudi): readers list from it when it is whole; writers refuse,
+    since Tandem does not keep it in sync yet."""
+    partitions = (config or read_config(mdt.data_storage)).java_metadata_partitions
+    if writing:
+        return [
+            f"{layout.MDT_DIR} is Java Hudi's own metadata table ({JAVA_METADATA_PARTITIONS}={','.join(partitions)}), "
+            "which Tandem reads but does not keep in sync yet"
+        ]
+    if hudi_layout.FILES not in partitions:
+        return [f"{JAVA_METADATA_PARTITIONS} does not list the files partition: its initialization did not complete"]
+    found = _unmirrored(mdt_timeline, data_timeline)
+    return found + hudi_health.problems(mdt.storage, mdt_timeline, valid_instants(data_timeline, mdt_timeline))
 
 
 def _shown(path: str) -> str:

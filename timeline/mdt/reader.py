@@ -30,6 +30,7 @@ from timeline.format.instant import CLEAN, COMPACTION, INDEXING, ROLLBACK, Insta
 from timeline.mdt import indexes, layout
 from timeline.mdt import records as rec
 from timeline.mdt.log import DATA, FILES, LogBlock, block_partition, rolled_back_targets
+from timeline.mdt.snapshot import MetadataSnapshot
 from timeline.mdt.table import MetadataTable
 from timeline.metrics import LOOKUP_FILES, LOOKUP_PARTITIONS, METRICS, SCAN
 
@@ -52,10 +53,17 @@ class MergedView:
 
 
 class MetadataReader:
+    """The MDT's listing and index records as of a data timeline. An MDT in Hudi's own format (Java Hudi's)
+    is read through `MetadataSnapshot`; its index partitions are not in Tandem's encoding, so the reader
+    answers without them (no file is ever skipped for want of a record)."""
+
     def __init__(self, mdt: MetadataTable, data_timeline: ActiveTimeline) -> None:
         self.mdt = mdt
         self.data_timeline = data_timeline
         self.mdt_timeline = mdt.timeline()
+        self.snapshot = (
+            MetadataSnapshot.open(mdt.storage, self.mdt_timeline, data_timeline) if mdt.is_hudi_format() else None
+        )
         self.completed_mdt_only = frozenset(
             i.time for i in self.mdt_timeline.instants if i.is_completed and i.action in MDT_ONLY
         )
@@ -96,6 +104,9 @@ class MetadataReader:
         """Base rows and log overrides, for all keys or just `keys`; with all keys, or `whole`, also the
         whole base file as the process keeps it."""
         with METRICS.timed(SCAN):
+            if self.snapshot is not None:
+                records = self.snapshot.files_records(keys)
+                return MergedView(None, records, list(self.snapshot.corrupt))
             current, logs = self._slices_to_read()
             base = kept = None
             if current is not None and current.base_file:
@@ -125,6 +136,8 @@ class MetadataReader:
         """Live records of index partition `partition` (base + logs), optionally only of some data partitions
         (and, for `column_stats`, some columns). Records of files the view does not list may be included;
         callers join them to their listing."""
+        if self.snapshot is not None:
+            return indexes.ARROW_SCHEMAS[partition].empty_table()
         with METRICS.timed(SCAN):
             current, logs = self._slices_to_read()
             base_instant = current.base_instant if current is not None else None

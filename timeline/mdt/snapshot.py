@@ -86,6 +86,10 @@ class MetadataSnapshot:
         names = [n for n, info in hudi_records.files_of(record).items() if not info.is_deleted]
         return sorted("" if n == hudi_keys.NON_PARTITIONED else n for n in names)
 
+    def files_records(self, keys: Collection[str] | None = None) -> dict[str, dict]:
+        """The merged `files` records of `keys` (None: every record), by key; tombstoned entries included."""
+        return self._read(FILES, keys)
+
     def files(self, partitions: Sequence[str]) -> dict[str, dict[str, int]]:
         """partition -> {file name: size} of the live files the MDT lists there."""
         keys = {hudi_keys.files_key(p): p for p in partitions}

@@ -150,6 +150,14 @@ def _cached_log(storage: Storage, path: str) -> DecodedLog:
     return decoded
 
 
+def _base_format(mdt: Storage) -> str | None:
+    try:
+        text = mdt.read_bytes(".hoodie/hoodie.properties").decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+    return properties.loads(text).get("hoodie.table.base.file.format")
+
+
 class MetadataTable:
     """`<base>/.hoodie/metadata`: a Merge-on-Read table with its own timeline."""
 
@@ -161,6 +169,14 @@ class MetadataTable:
         storage = self.data_storage
         return read_once.remembered(
             storage.full(layout.MDT_PROPERTIES), "exists", lambda: storage.exists(layout.MDT_PROPERTIES)
+        )
+
+    def is_hudi_format(self) -> bool:
+        """Whether the MDT is in Hudi's own format (HFile base files, Hudi log blocks), as Java Hudi writes it,
+        by its `hoodie.properties`: a Java writer may have rebuilt it in place since this process last looked."""
+        storage = self.storage
+        return read_once.remembered(
+            self.data_storage.full(layout.MDT_PROPERTIES), "hudi format", lambda: _base_format(storage) == "HFILE"
         )
 
     def create(self, table_name: str) -> None:

@@ -1,0 +1,144 @@
+"""Tandem's readers list from a metadata table Java Hudi 0.15 wrote (tests/hudi_reference/java_mdt.py: HFile
+base files, log blocks, compactions, a clean, a rollback), not from storage: a file in storage that the
+metadata table does not list is invisible to a Tandem read through it, exactly as to Java's. The health
+check vouches for the files it reads by the commits that wrote them, so damage, loss or truncation of any
+of them makes readers list storage instead (and say why); writers refuse, since Tandem does not keep
+Hudi's format in sync yet.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import tandem
+from tests.hudi_reference.java_mdt import snapshot, storage_files
+from timeline.errors import MetadataFallbackWarning
+from timeline.mdt import hudi_health
+from timeline.mdt.file_slices import TimelineFacts, slices_to_read
+from timeline.mdt.health import MetadataUnhealthyError
+from timeline.mdt.slice_records import forget_files
+from timeline.table import Table
+
+
+@pytest.fixture
+def java_table(java_mdt_table, tmp_path) -> Path:
+    """A private copy of the Java-written table (tests change it)."""
+    copy = tmp_path / "java_mdt"
+    shutil.copytree(java_mdt_table.path, copy)
+    forget_files()
+    hudi_health._VERIFIED.clear()
+    return copy
+
+
+def _files(view) -> set[tuple[str, str, int]]:
+    return {(f.partition, f.name, f.size) for f in view.all_base_files()}
+
+
+def _rows(base: Path, view) -> int:
+    return sum(pq.ParquetFile(base / f.partition / f.name).metadata.num_rows for f in view.latest_base_files())
+
+
+def _latest(view) -> set[tuple[str, str]]:
+    return {(f.partition, f.name) for f in view.latest_base_files()}
+
+
+def test_tandem_lists_from_javas_metadata_table(java_table):
+    table = Table.open(str(java_table))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MetadataFallbackWarning)
+        source = table.listing_source("auto")
+        assert source.mdt is not None and source.fallback_reason is None
+        metadata = table.view(source="metadata")
+    assert metadata.source == "metadata"
+    storage = table.view(source="storage")
+    assert _files(metadata) and _latest(metadata) == _latest(storage)
+    java = snapshot(str(java_table))
+    partitions = java.partitions()
+    assert sorted(metadata.partitions()) == partitions
+    listed = java.files(partitions)
+    on_disk = storage_files(str(java_table), partitions)
+    for partition, name, size in _files(metadata):
+        assert listed[partition][name] == size == on_disk[partition][name]
+    assert tandem.read(str(java_table)).num_rows == _rows(java_table, storage) > 0
+
+
+def test_a_file_the_metadata_table_does_not_list_is_invisible_through_it(java_table):
+    table = Table.open(str(java_table))
+    newest = max(table.view(source="storage").latest_base_files(), key=lambda f: f.instant)
+    file_id, rest = newest.name.split("_", 1)
+    stray = f"{'f' * 8}{file_id[8:]}_{rest}"  # a new file group, at a completed instant
+    shutil.copy(java_table / newest.partition / newest.name, java_table / newest.partition / stray)
+    assert (newest.partition, stray) in _latest(table.view(source="storage"))
+    assert (newest.partition, stray) not in _latest(table.view(source="metadata"))
+    stray_rows = pq.ParquetFile(java_table / newest.partition / stray).metadata.num_rows
+    assert tandem.read(str(java_table)).num_rows == _rows(java_table, table.view(source="storage")) - stray_rows
+
+
+def test_tandem_writers_refuse_javas_metadata_table(java_table):
+    table = Table.open(str(java_table))
+    with pytest.raises(MetadataUnhealthyError, match="does not keep in sync yet"):
+        table.check_writable()
+
+
+def _read_slice_files(java_table: Path) -> tuple[list[str], list[str]]:
+    """(logs, base files) of the `files` partition a reader merges, paths below the MDT."""
+    view = snapshot(str(java_table))
+    facts = TimelineFacts.of(view.mdt_timeline)
+    logs, bases = [], []
+    for group in view.file_groups("files"):
+        for found in slices_to_read(group, facts):
+            logs += [log.path for log in found.logs if log.size > 200]
+            bases += [found.base_file] if found.base_file else []
+    return logs, bases
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete"])
+@pytest.mark.parametrize("kind", ["log", "base"])
+def test_damage_to_a_file_it_reads_makes_readers_list_storage(java_table, kind, damage):
+    logs, bases = _read_slice_files(java_table)
+    targets = logs if kind == "log" else bases
+    assert targets, f"the fixture's read slice has no {kind} file"
+    path = java_table / ".hoodie" / "metadata" / targets[-1]
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        path.write_bytes(bytes(data[: len(data) - 7]))
+    else:
+        path.unlink()
+    table = Table.open(str(java_table))
+    with pytest.warns(MetadataFallbackWarning, match="metadata table unhealthy"):
+        source = table.listing_source("auto")
+    assert source.mdt is None
+    with pytest.raises(MetadataUnhealthyError):
+        table.view(source="metadata")
+
+
+@pytest.mark.parametrize("kind", ["log", "base"])
+def test_a_flipped_byte_is_caught_or_changes_no_answer(java_table, kind):
+    """Flips spread over the newest file of each kind: the check reports the damage, or the listing read
+    through the damaged file is the undamaged one (a byte no answer depends on)."""
+    logs, bases = _read_slice_files(java_table)
+    path = java_table / ".hoodie" / "metadata" / (logs if kind == "log" else bases)[-1]
+    table = Table.open(str(java_table))
+    truth = _files(table.view(source="metadata"))
+    original = path.read_bytes()
+    caught = 0
+    for position in sorted({*range(0, len(original), max(1, len(original) // 40)), len(original) - 1}):
+        damaged = bytearray(original)
+        damaged[position] ^= 0x5A
+        path.write_bytes(bytes(damaged))
+        forget_files()
+        hudi_health._VERIFIED.clear()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            source = Table.open(str(java_table)).listing_source("auto")
+        if source.mdt is None:
+            assert any(issubclass(w.category, MetadataFallbackWarning) for w in seen)
+            caught += 1
+        else:
+            assert _files(Table.open(str(java_table)).view(source="metadata")) == truth, position
+    assert caught > 30
