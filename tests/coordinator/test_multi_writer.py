@@ -118,7 +118,7 @@ def test_async_clean_concurrent_with_a_writer(tmp_path):
 
 
 # how long the writers of the side-by-side run keep writing: bounded in the suite, longer by hand
-SIDE_BY_SIDE_S = os.environ.get("TANDEM_SIDE_BY_SIDE_S", "35")
+SIDE_BY_SIDE_S = os.environ.get("TANDEM_SIDE_BY_SIDE_S", "25")
 
 
 def test_three_writers_and_two_workers_side_by_side(tmp_path):
