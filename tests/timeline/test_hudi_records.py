@@ -13,16 +13,18 @@ from decimal import Decimal
 
 import fastavro
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timeline.errors import CorruptInstantError
 from timeline.mdt import hudi_keys, hudi_layout, hudi_records
+from timeline.mdt.hudi_commit_records import column_stats
 from timeline.mdt.hudi_merge import as_read, combine, merged
 from timeline.mdt.hudi_records import BloomFilter, ColumnStats, FileInfo
 from timeline.mdt.hudi_schema import RECORD_SCHEMA, STORED_SCHEMA, stored_schema_json
-from timeline.mdt.hudi_values import Wrapped, to_python, wrap
+from timeline.mdt.hudi_values import Wrapped, missing_bound, order_key, to_python, wrap
 
 FILE = "e9a36d61-4aff-434e-bd0d-fa7cc34ea600-0_0-88-164_20261126063512669.parquet"
 
@@ -409,3 +411,52 @@ def test_metadata_table_properties_are_javas():
     assert props["hoodie.table.name"] == "j_metadata"
     assert props["hoodie.table.checksum"] == "4269139038"  # as Java wrote it for table `j`
     assert len(props) == 13
+
+
+# -- a commit's column statistics, over row groups
+
+_TYPES = {
+    "i": (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
+    "n": (pa.int32(), st.integers(-(2**31), 2**31 - 1)),
+    "d": (pa.float64(), st.floats(allow_nan=False, width=64)),
+    "s": (pa.string(), st.text(max_size=6)),
+    "b": (pa.bool_(), st.booleans()),
+    "t": (pa.date32(), st.dates(min_value=date(1900, 1, 1), max_value=date(2100, 1, 1))),
+}
+
+
+def _fold(a, b, pick):
+    if a is None or b is None:
+        return a if b is None else b
+    return pick(a, b, key=order_key)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.fixed_dictionaries({c: st.none() | s for c, (_, s) in _TYPES.items()}), min_size=1, max_size=40),
+    st.integers(1, 7),
+)
+def test_column_stats_over_row_groups_fold_each_groups_bounds(tmp_path_factory, rows, group_rows):
+    """Each row group's bounds (or, with no value, the zero parquet-mr's statistics hold, as Hudi reads it)
+    folded min of mins and max of maxes; counts summed over the groups. The oracle works from the rows."""
+    schema = pa.schema([(c, t) for c, (t, _) in _TYPES.items()])
+    path = tmp_path_factory.mktemp("groups") / "f.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema), path, row_group_size=group_rows)
+    footer = pq.read_metadata(path)
+    found = {s.column_name: s for s in column_stats(path.name, footer, schema)}
+    assert list(found) == list(_TYPES)
+    for i, (column, (dtype, _)) in enumerate(_TYPES.items()):
+        low = high = None
+        for start in range(0, len(rows), group_rows):
+            values = [r[column] for r in rows[start : start + group_rows] if r[column] is not None]
+            physical = footer.row_group(start // group_rows).column(i).physical_type
+            bounds = [wrap(v, dtype) for v in values] or [missing_bound(dtype, physical)]
+            bounds = [b for b in bounds if b is not None]
+            for bound in bounds:
+                low, high = _fold(low, bound, min), _fold(high, bound, max)
+        stats = found[column]
+        assert (stats.min_value, stats.max_value) == (low, high), column
+        assert stats.value_count == len(rows)
+        assert stats.null_count == sum(r[column] is None for r in rows)
+        sizes = [footer.row_group(g).column(i) for g in range(footer.num_row_groups)]
+        assert stats.total_size == sum(c.total_compressed_size for c in sizes)
