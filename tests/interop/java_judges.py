@@ -37,6 +37,24 @@ import pytest
 
 # -- Java helper classes, called in the reference JVMs
 
+# Python run in the reference JVM's py4j client (`ref.jvm`): `judge_instance(classes, name)` is one instance
+# of judge class `name` compiled into folder `classes`, made once per JVM and kept on the Spark session.
+JUDGE_LOADER = """
+def judge_instance(classes, name):
+    judges = getattr(spark, "_tandem_judges", None)
+    if judges is None:
+        judges = spark._tandem_judges = {}
+    if (classes, name) not in judges:
+        gateway = spark.sparkContext._gateway
+        urls = gateway.new_array(jvm.java.net.URL, 1)
+        urls[0] = jvm.java.io.File(classes).toURI().toURL()
+        loader = jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+        no_types = gateway.new_array(jvm.java.lang.Class, 0)
+        no_values = gateway.new_array(jvm.java.lang.Object, 0)
+        judges[(classes, name)] = loader.loadClass(name).getDeclaredConstructor(no_types).newInstance(no_values)
+    return judges[(classes, name)]
+"""
+
 PACK = """
   static List<byte[]> unpack(byte[] blob) throws IOException {
     DataInputStream in = new DataInputStream(new ByteArrayInputStream(blob));

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.interop.java_judges import JUDGE_LOADER
 from timeline.hfile import HFileReader, write_hfile
 from timeline.hfile.trailer import TRAILER_SIZE, decode_trailer
 
@@ -27,25 +28,15 @@ from timeline.hfile.trailer import TRAILER_SIZE, decode_trailer
 pytest_plugins = ["tests.interop.java_judges"]
 
 # Runs in the reference process: instantiate the compiled helpers once per JVM, then call one method.
-CALL = """
+CALL = (
+    JUDGE_LOADER
+    + """
 import base64
-judges = getattr(spark, "_tandem_hfile_judges", None)
-if judges is None:
-    judges = spark._tandem_hfile_judges = {}
-if args["classes"] not in judges:
-    gateway = spark.sparkContext._gateway
-    urls = gateway.new_array(jvm.java.net.URL, 1)
-    urls[0] = jvm.java.io.File(args["classes"]).toURI().toURL()
-    loader = jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread().getContextClassLoader())
-    no_types = gateway.new_array(jvm.java.lang.Class, 0)
-    no_values = gateway.new_array(jvm.java.lang.Object, 0)
-    judges[args["classes"]] = {
-        name: loader.loadClass(name).getDeclaredConstructor(no_types).newInstance(no_values) for name in args["names"]
-    }
-judge = judges[args["classes"]][args["name"]]
+judge = judge_instance(args["classes"], args["name"])
 values = [base64.b64decode(value[0]) if isinstance(value, list) else value for value in args["values"]]
 result = getattr(judge, args["method"])(*values)  # None, or the path of a file holding the answer
 """
+)
 
 CODECS = {"gz": "GZ", "none": "NONE"}
 NATIVE_CODECS = {"gz": "GZIP", "none": "NONE"}
@@ -91,14 +82,12 @@ def flat(items) -> list[bytes]:
 class Judge:
     """Helper classes compiled against one reference's bundle, called in its JVM."""
 
-    def __init__(self, reference, classes: Path, names: list[str]) -> None:
-        self.reference, self.classes, self.names = reference, classes, names
+    def __init__(self, reference, classes: Path) -> None:
+        self.reference, self.classes = reference, classes
 
     def __call__(self, name: str, method: str, *values) -> bytes | None:
         wire = [[base64.b64encode(v).decode()] if isinstance(v, bytes) else v for v in values]
-        answer = self.reference.jvm(
-            CALL, classes=str(self.classes), names=self.names, name=name, method=method, values=wire
-        )
+        answer = self.reference.jvm(CALL, classes=str(self.classes), name=name, method=method, values=wire)
         return None if answer is None else take(answer)
 
     def hbase_read(self, path: Path, probes: list[bytes], metas: list[bytes]) -> dict:
@@ -128,12 +117,12 @@ class Judge:
 
 @pytest.fixture(scope="module")
 def judge(java_hudi, judge_classes) -> Judge:
-    return Judge(java_hudi, judge_classes, ["TandemHBaseJudge", "TandemNativeJudge"])
+    return Judge(java_hudi, judge_classes)
 
 
 @pytest.fixture(scope="module")
 def judge_1x(java_hudi_1x, judge_classes) -> Judge:
-    return Judge(java_hudi_1x, judge_classes, ["TandemNativeJudge", "TandemNativeWriter"])
+    return Judge(java_hudi_1x, judge_classes)
 
 
 def long_keys(n: int, width: int = 120) -> list[bytes]:

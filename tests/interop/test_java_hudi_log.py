@@ -24,6 +24,7 @@ import fastavro
 import pytest
 
 from tests.hudi_reference.client import HudiReference
+from tests.interop.java_judges import JUDGE_LOADER
 from tests.timeline.test_hudi_log import ROW_SCHEMA, extra_header, ordering, row, text
 from timeline.hudi_log import (
     BlockType,
@@ -53,7 +54,9 @@ pytest_plugins = ["tests.interop.java_judges"]
 # Runs in the reference JVM (HudiReference.jvm): reads log files with HoodieLogFormat.newReader (in the compiled
 # TandemLogJudge, tests/interop/java_judges.py: one call a file), or writes them with HoodieLogFormatWriter from
 # block specs.
-JUDGE = r"""
+JUDGE = (
+    JUDGE_LOADER
+    + r"""
 import base64
 import os
 import struct
@@ -133,23 +136,6 @@ def read_log(judge, path):
     return {"blocks": [_describe(block) for block in _unpack(blocks)], "error": error and error.decode()}
 
 
-def _judge():
-    # TandemLogJudge (tests/interop/java_judges.py), instantiated once per JVM
-    judges = getattr(spark, "_tandem_log_judges", None)
-    if judges is None:
-        judges = spark._tandem_log_judges = {}
-    if args["classes"] not in judges:
-        gateway = spark.sparkContext._gateway
-        urls = gateway.new_array(jvm.java.net.URL, 1)
-        urls[0] = jvm.java.io.File(args["classes"]).toURI().toURL()
-        loader = jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread().getContextClassLoader())
-        no_types = gateway.new_array(jvm.java.lang.Class, 0)
-        no_values = gateway.new_array(jvm.java.lang.Object, 0)
-        judge = loader.loadClass("TandemLogJudge").getDeclaredConstructor(no_types).newInstance(no_values)
-        judges[args["classes"]] = judge
-    return judges[args["classes"]]
-
-
 def _header(entries):
     header = jvm.java.util.LinkedHashMap()
     for name, value in entries.items():
@@ -211,12 +197,13 @@ def write_log(judge, folder, file_id, specs):
     return path
 
 
-judge = _judge()
+judge = judge_instance(args["classes"], "TandemLogJudge")  # tests/interop/java_judges.py
 if args["op"] == "read":
     result = [read_log(judge, path) for path in args["paths"]]
 else:
     result = [write_log(judge, args["folder"], f"java{i}-0", specs) for i, specs in enumerate(args["logs"])]
 """
+)
 
 
 def b64(data: bytes) -> str:
