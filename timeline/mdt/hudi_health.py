@@ -25,7 +25,7 @@ from timeline.mdt.hudi_records import decode_cell
 from timeline.mdt.hudi_schema import stored_schema_json
 from timeline.mdt.slice_records import log_blocks
 
-_VERIFIED: LruCache[tuple[str, str, int], bool] = LruCache(64)  # base files whose every block checked out
+_VERIFIED: LruCache[tuple[str, str, int], bool] = LruCache(1024)  # files whose every block checked out
 _WRITTEN: LruCache[tuple[str, str, str], list[tuple[str, int]]] = LruCache(4096)  # (uri, time, action) -> stats
 
 
@@ -102,6 +102,18 @@ def _slice_of(path: str) -> tuple[str, str] | None:
 
 
 def _log_problems(mdt: Storage, path: str, size: int, time: str) -> list[str]:
+    """A log's blocks and their contents, checked once per process (a log never changes: (path, size) names
+    its bytes)."""
+    key = (mdt.base_uri, path, size)
+    if _VERIFIED.get(key):
+        return []
+    found = _log_damage(mdt, path, size, time)
+    if not found:
+        _VERIFIED.put(key, True)
+    return found
+
+
+def _log_damage(mdt: Storage, path: str, size: int, time: str) -> list[str]:
     of = f"log {_shown(path)} of completed metadata delta commit {time}"
     try:
         blocks = log_blocks(mdt, path, size)

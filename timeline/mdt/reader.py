@@ -27,6 +27,7 @@ from timeline.format import partition_path
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.file_names import BASE_FILE_PATTERN
 from timeline.format.instant import CLEAN, COMPACTION, INDEXING, ROLLBACK, Instant, State
+from timeline.io.lru import LruCache
 from timeline.mdt import indexes, layout
 from timeline.mdt import records as rec
 from timeline.mdt.log import DATA, FILES, LogBlock, block_partition, rolled_back_targets
@@ -214,6 +215,10 @@ class MetadataReader:
         only names of base files, with their `file_id` and `instant` columns (names parsed once).
         """
         keys = None if partitions is None else [rec.partition_key(p) for p in partitions]
+        if self.snapshot is not None:
+            listing = self._snapshot_listing(keys, base_files)
+            METRICS.incr(LOOKUP_FILES, listing.num_rows)
+            return listing
         view = self.merged(keys)
         if base_files:
             listing = self._base_file_listing(view)
@@ -221,6 +226,20 @@ class MetadataReader:
             listing = self._file_listing(view)
         METRICS.incr(LOOKUP_FILES, listing.num_rows)
         return listing
+
+    def _snapshot_listing(self, keys: list[str] | None, base_files: bool) -> pa.Table:
+        """The listing of a Hudi-format MDT: each record's rows parsed once per record object (records the logs
+        leave alone are the same objects from read to read), then joined and filtered by the data timeline."""
+        with METRICS.timed(SCAN):
+            records = self.snapshot.files_records(keys)
+        parts = [_record_rows(r, base_files) for k, r in records.items() if k != rec.ALL_PARTITIONS]
+        if base_files:
+            empty = _with_base_file_parts(LISTING_SCHEMA.empty_table())
+        else:
+            empty = _listed(LISTING_SCHEMA.empty_table())
+        listing = pa.concat_tables(parts) if parts else empty
+        listing = self._filter_by_data_timeline(listing, listing.column("instant"))
+        return _shown(listing) if base_files else listing.drop_columns(["instant"])
 
     def _file_listing(self, view: MergedView) -> pa.Table:
         """Every live file of the view; the base rows' part (flattened, names parsed) once per kept base rows."""
@@ -298,6 +317,30 @@ def derived(base: pa.Table, what: str, compute: Callable[[pa.Table], T]) -> T:
     value = compute(base)
     _DERIVED[key] = (weakref.ref(base, lambda _: _DERIVED.pop(key, None)), value)
     return value
+
+
+_RECORD_ROWS: LruCache[tuple[int, bool], tuple[dict, pa.Table]] = LruCache(1 << 15)
+
+
+def _record_rows(record: dict, base_files: bool) -> pa.Table:
+    """The live files of one `files` record as `_listed` (or, for `base_files`, `_with_base_file_parts`) gives
+    them, worked out once per record object."""
+    key = (id(record), base_files)
+    found = _RECORD_ROWS.get(key)
+    if found is not None and found[0] is record:
+        return found[1]
+    live = rec.live_files(record)
+    rows = pa.table(
+        {
+            "partition": pa.array([record["key"]] * len(live), pa.string()),
+            "file": pa.array(list(live), pa.string()),
+            "size": pa.array(list(live.values()), pa.int64()),
+        },
+        schema=LISTING_SCHEMA,
+    )
+    rows = _with_base_file_parts(rows) if base_files else _listed(rows)
+    _RECORD_ROWS.put(key, (record, rows))
+    return rows
 
 
 def _partitions_of_base(base: pa.Table | None) -> tuple[str, ...]:

@@ -36,6 +36,7 @@ _LOGS: LruCache[tuple[str, str, int], list[LogBlock]] = LruCache(256)
 # nothing (records are shared: callers never change them)
 _RECORDS: LruCache[tuple[str, str, int, str], dict[str, Any]] = LruCache(4096)
 _WHOLE: LruCache[tuple[str, str, int], dict[str, dict[str, Any]]] = LruCache(4)
+_BLOCK_RECORDS: LruCache[tuple[str, str, int, int], list[tuple[str, dict[str, Any]]]] = LruCache(256)
 SOLO_PREFIX = "00000000000000"  # instants of partitions initialized on a table with no completed commit
 
 
@@ -64,7 +65,7 @@ def valid_instants(data_timeline: ActiveTimeline, mdt_timeline: ActiveTimeline) 
 def forget_files() -> None:
     """Drop the readers and blocks kept per process: for a process that has itself rewritten an MDT file under
     the same name and size (damage tests)."""
-    for cache in (_BASES, _LOGS, _RECORDS, _WHOLE):
+    for cache in (_BASES, _LOGS, _RECORDS, _WHOLE, _BLOCK_RECORDS):
         cache.clear()
 
 
@@ -100,6 +101,7 @@ class _Queued:
     instant: str
     block: LogBlock
     where: str
+    cached_as: tuple[str, str, int, int]  # (MDT uri, log path, log size, block offset): names the block's bytes
 
 
 def _scan(
@@ -122,7 +124,7 @@ def _scan(
                         facts.first_time is not None and instant < facts.first_time
                     )
                     if counted and is_valid(instant):
-                        queue.append(_Queued(instant, block, where))
+                        queue.append(_Queued(instant, block, where, (mdt.base_uri, log.path, log.size, block.offset)))
                 elif block.kind == BlockType.COMMAND_BLOCK:
                     try:
                         target = command_target(block)
@@ -133,6 +135,16 @@ def _scan(
                 else:
                     out.corrupt.append(f"{where}: a {block.kind.name} has no place in the metadata table")
     return queue
+
+
+def _block_records(queued: _Queued) -> list[tuple[str, dict[str, Any]]]:
+    """The decoded records of an HFile data block, kept per process: a log never changes, so (path, size,
+    offset) names the block (records are shared: callers never change them)."""
+    found = _BLOCK_RECORDS.get(queued.cached_as)
+    if found is None:
+        found = [(key, hudi_records.decode_cell(key, value)) for key, value in hfile_records(queued.block)]
+        _BLOCK_RECORDS.put(queued.cached_as, found)
+    return found
 
 
 def _wanted(key: str, keys: Collection[str] | None, prefixes: Sequence[str] | None) -> bool:
@@ -201,10 +213,9 @@ def read_group(
                     if deleted.record_key is not None and _wanted(deleted.record_key, keys, prefixes):
                         folded[deleted.record_key] = _DELETED
                 continue
-            for key, value in hfile_records(queued.block):
+            for key, record in _block_records(queued):
                 if not _wanted(key, keys, prefixes):
                     continue
-                record = hudi_records.decode_cell(key, value)
                 before = folded.get(key)
                 folded[key] = (
                     hudi_merge.as_read(record)
