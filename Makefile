@@ -56,5 +56,6 @@ chaos: $(STAMP) system-deps hudi-reference
 bench: $(STAMP)
 	$(PY) -m bench.locks
 	$(PY) -m bench.listing
+	$(PY) -m bench.listing_format
 	$(PY) -m bench.commit
 	$(PY) -m bench.spark_write

@@ -131,14 +131,14 @@ def main() -> None:
             if logs < LOGS:
                 add_commit(table, twin, known)
     results = {"partitions": args.partitions, "files_per_partition": args.files, "logs_over_base": points}
-    chart = {
-        f"{query} {name} ({logs} logs)": by[name]["median_ms"]
+    groups = {
+        f"{query.removesuffix('_ms').replace('_', ' ')}, {logs} logs": {name: by[name]["median_ms"] for name in by}
         for logs, point in points.items()
         for query, by in point.items()
         if query != "cold_cli_ms"
-        for name in by
     }
-    path = write_report("listing_format", results, chart, "ms (median)", "MDT listing: Tandem's format vs Hudi's")
+    title = "MDT listing through the scan planner: Tandem's format vs Hudi's"
+    path = write_report("listing_format", results, None, "ms (median)", title, groups=groups)
     print(path)
 
 

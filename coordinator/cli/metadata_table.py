@@ -143,7 +143,6 @@ def metadata_stats(path: str, as_json: bool):
     mdt = require_mdt(table)
     data_timeline = table.timeline()
     mdt_timeline = mdt.timeline()
-    slices = mdt.slices()
     completed = [i.time for i in mdt_timeline.completed()]
     completed_data = [i.time for i in data_timeline.completed()]
     report = validate(mdt, data_timeline)
@@ -156,10 +155,7 @@ def metadata_stats(path: str, as_json: bool):
         "last_metadata_instant": completed[-1] if completed else None,
         "last_data_instant": completed_data[-1] if completed_data else None,
         "in_sync": report.errors == 0,
-        "log_file_count": sum(len(s.logs) for s in slices.values()),
-        "base_file_size": sum(s.base_size for s in slices.values()),
-        "log_file_size": sum(sum(s.logs.values()) for s in slices.values()),
-        "partitions": _partition_stats(table, mdt, reader, base),
+        **(_hudi_format_stats(table, mdt, reader) if mdt.is_hudi_format() else _stats(table, mdt, reader, base)),
         "metrics": METRICS.snapshot(),
     }
     if as_json:
@@ -167,6 +163,39 @@ def metadata_stats(path: str, as_json: bool):
         return
     for key, value in doc.items():
         click.echo(f"{key}: {value}")
+
+
+def _stats(table: Table, mdt, reader: MetadataReader, base_instant: str) -> dict:
+    slices = mdt.slices()
+    return {
+        "log_file_count": sum(len(s.logs) for s in slices.values()),
+        "base_file_size": sum(s.base_size for s in slices.values()),
+        "log_file_size": sum(sum(s.logs.values()) for s in slices.values()),
+        "partitions": _partition_stats(table, mdt, reader, base_instant),
+    }
+
+
+def _hudi_format_stats(table: Table, mdt, reader: MetadataReader) -> dict:
+    """The same figures for an MDT in Hudi's format: per MDT partition, its file groups, live records, and the
+    base files and logs storage holds (every slice)."""
+    from timeline.mdt.file_slices import list_file_groups
+
+    partitions = {}
+    slices = []
+    for partition in table.config.java_metadata_partitions:
+        groups = list_file_groups(mdt.storage, partition)
+        slices += [s for g in groups for s in g.slices.values()]
+        partitions[partition] = {
+            "file_groups": len(groups),
+            "records": reader.snapshot.record_count(partition),
+            "base_file_size": sum(s.base_size for g in groups for s in g.slices.values()),
+        }
+    return {
+        "log_file_count": sum(len(s.logs) for s in slices),
+        "base_file_size": sum(s.base_size for s in slices),
+        "log_file_size": sum(log.size for s in slices for log in s.logs),
+        "partitions": partitions,
+    }
 
 
 def _partition_stats(table: Table, mdt, reader: MetadataReader, base_instant: str) -> dict:

@@ -8,6 +8,7 @@ Hudi's format in sync yet.
 
 from __future__ import annotations
 
+import json
 import shutil
 import warnings
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 import tandem
 from tests.hudi_reference.java_mdt import snapshot, storage_files
+from tests.hudi_reference.shared_table import ok
 from timeline.errors import MetadataFallbackWarning
 from timeline.mdt import hudi_health
 from timeline.mdt.file_slices import TimelineFacts, slices_to_read
@@ -142,3 +144,19 @@ def test_a_flipped_byte_is_caught_or_changes_no_answer(java_table, kind):
         else:
             assert _files(Table.open(str(java_table)).view(source="metadata")) == truth, position
     assert caught > 30
+
+
+def test_the_metadata_commands_report_javas_metadata_table(java_table):
+    stats = json.loads(ok("metadata", "stats", str(java_table), "--json").stdout)
+    partitions = Table.open(str(java_table)).config.java_metadata_partitions
+    assert sorted(stats["partitions"]) == sorted(partitions) and "files" in partitions
+    assert stats["partitions"]["files"]["file_groups"] == 1 and stats["in_sync"]
+    assert stats["log_file_count"] > 0 and stats["base_file_size"] > 0 and stats["log_file_size"] > 0
+    mdt = java_table / ".hoodie" / "metadata"
+    on_disk = [p for p in mdt.glob("*/*") if p.suffix == ".hfile" or ".log." in p.name and p.suffix != ".crc"]
+    assert stats["base_file_size"] + stats["log_file_size"] == sum(p.stat().st_size for p in on_disk)
+    listed = {tuple(line.split("\t")[:2]) for line in ok("metadata", "list-files", str(java_table)).stdout.split("\n")
+              if line}  # fmt: skip
+    assert listed == {
+        (f.partition, f.name) for f in Table.open(str(java_table)).view(source="storage").all_base_files()
+    }

@@ -86,6 +86,10 @@ class MetadataSnapshot:
         names = [n for n, info in hudi_records.files_of(record).items() if not info.is_deleted]
         return sorted("" if n == hudi_keys.NON_PARTITIONED else n for n in names)
 
+    def record_count(self, partition: str) -> int:
+        """Live records of one MDT partition, every key merged (a full read: for reports, not for plans)."""
+        return len(self._read(partition))
+
     def files_records(self, keys: Collection[str] | None = None) -> dict[str, dict]:
         """The merged `files` records of `keys` (None: every record), by key; tombstoned entries included."""
         return self._read(FILES, keys)
