@@ -68,7 +68,8 @@ def problems(
     mdt_timeline = mdt.timeline_if_exists()
     if mdt_timeline is None:
         return [f"{layout.MDT_PROPERTIES} is missing, but the table records a metadata table"] if recorded else []
-    if mdt.is_hudi_format():
+    config = config or read_config(mdt.data_storage)
+    if mdt.is_hudi_format(config):
         return _hudi_format_problems(mdt, mdt_timeline, data_timeline, writing, config)
     slices = mdt.slices()
     base = layout.latest_completed_compaction(mdt_timeline)
@@ -86,11 +87,11 @@ def _hudi_format_problems(
     mdt_timeline: ActiveTimeline,
     data_timeline: ActiveTimeline,
     writing: bool,
-    config: TableConfig | None,
+    config: TableConfig,
 ) -> list[str]:
     """An MDT in Hudi's own format (built by Java Hudi): readers list from it when it is whole; writers refuse,
     since Tandem does not keep it in sync yet."""
-    partitions = (config or read_config(mdt.data_storage)).java_metadata_partitions
+    partitions = config.java_metadata_partitions
     if writing:
         return [
             f"{layout.MDT_DIR} is Java Hudi's own metadata table ({JAVA_METADATA_PARTITIONS}={','.join(partitions)}), "

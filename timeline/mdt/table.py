@@ -14,6 +14,7 @@ from timeline.errors import TandemError
 from timeline.format import properties
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import CLOCK, DELTA_COMMIT, State
+from timeline.format.table_config import TableConfig, read_config
 from timeline.io import read_once
 from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
@@ -150,20 +151,13 @@ def _cached_log(storage: Storage, path: str) -> DecodedLog:
     return decoded
 
 
-def _base_format(mdt: Storage) -> str | None:
-    try:
-        text = mdt.read_bytes(".hoodie/hoodie.properties").decode("utf-8", "replace")
-    except FileNotFoundError:
-        return None
-    return properties.loads(text).get("hoodie.table.base.file.format")
-
-
 class MetadataTable:
     """`<base>/.hoodie/metadata`: a Merge-on-Read table with its own timeline."""
 
     def __init__(self, data_storage: Storage) -> None:
         self.data_storage = data_storage
         self.storage = data_storage.sub(layout.MDT_DIR)
+        self._hudi_format: bool | None = None
 
     def exists(self) -> bool:
         storage = self.data_storage
@@ -171,13 +165,16 @@ class MetadataTable:
             storage.full(layout.MDT_PROPERTIES), "exists", lambda: storage.exists(layout.MDT_PROPERTIES)
         )
 
-    def is_hudi_format(self) -> bool:
-        """Whether the MDT is in Hudi's own format (HFile base files, Hudi log blocks), as Java Hudi writes it,
-        by its `hoodie.properties`: a Java writer may have rebuilt it in place since this process last looked."""
-        storage = self.storage
-        return read_once.remembered(
-            self.data_storage.full(layout.MDT_PROPERTIES), "hudi format", lambda: _base_format(storage) == "HFILE"
-        )
+    def is_hudi_format(self, config: TableConfig | None = None) -> bool:
+        """Whether the MDT is in Hudi's own format (HFile base files, Hudi log blocks), decided as Java decides:
+        the data table's `hoodie.table.metadata.partitions` lists `files`. `config`: the data table's properties
+        as the caller just read them (the health check, before each read); the answer is kept for the reader
+        that follows, so deciding costs no request of its own."""
+        if config is not None:
+            self._hudi_format = layout.FILES_PARTITION in config.java_metadata_partitions
+        elif self._hudi_format is None:
+            self._hudi_format = layout.FILES_PARTITION in read_config(self.data_storage).java_metadata_partitions
+        return self._hudi_format
 
     def create(self, table_name: str) -> None:
         """Write the MDT's `hoodie.properties`; the initial slice needs no files."""
