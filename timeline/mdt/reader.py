@@ -324,11 +324,12 @@ _RECORD_ROWS: LruCache[tuple[int, bool], tuple[dict, pa.Table]] = LruCache(1 << 
 
 def _record_rows(record: dict, base_files: bool) -> pa.Table:
     """The live files of one `files` record as `_listed` (or, for `base_files`, `_with_base_file_parts`) gives
-    them, worked out once per record object."""
+    them, worked out once per record object; CorruptInstantError for a key that names no partition."""
     key = (id(record), base_files)
     found = _RECORD_ROWS.get(key)
     if found is not None and found[0] is record:
         return found[1]
+    rec.data_partition(record["key"])  # a key that is no canonical partition path is a corrupt record
     live = rec.live_files(record)
     rows = pa.table(
         {
