@@ -121,12 +121,9 @@ def metadata_repair(path: str, lock_uri: str | None, settings: tuple):
 def _repair_metadata(table: Table, config: CoordinatorConfig, lock) -> str:
     from coordinator.mdt.bootstrap import repair
     from coordinator.protocol.locking import held
-    from timeline.format.table_config import clear_java_metadata_record
 
     with held(lock):
-        time = repair(table.metadata(), table.config.name, table.timeline())
-        clear_java_metadata_record(table.storage)  # after the rebuild: Java now finds no HFile MDT to open
-        return time
+        return repair(table.metadata(), table.config.name, table.timeline())
 
 
 @metadata.command(name="stats")

@@ -12,7 +12,7 @@ from coordinator.mdt.index_build import index_all
 from timeline.errors import BadInputError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMPACTION, Instant, State
-from timeline.format.table_config import read_config, record_metadata_table
+from timeline.format.table_config import clear_java_metadata_record, read_config, record_metadata_table
 from timeline.mdt import health
 from timeline.mdt import records as rec
 from timeline.mdt.reader import MetadataReader
@@ -65,6 +65,10 @@ def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -
         )
     _refuse_pending(data_timeline, "repair")
     mdt.delete()
+    # Java's record of its MDT goes with it, before Tandem builds its own there: the record decides the format
+    # for Java and Tandem alike, and a crash from here on leaves a table Java sees without an MDT (its next
+    # writer builds one) and Tandem sees with a missing one (readers list storage, `repair` again)
+    clear_java_metadata_record(mdt.data_storage)
     time = initialize(mdt, table_name, data_timeline)
     config = read_config(mdt.data_storage)
     if config.metadata_indexes:

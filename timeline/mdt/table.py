@@ -189,12 +189,14 @@ class MetadataTable:
             "hoodie.archivelog.folder": "archived",
             "hoodie.table.timeline.timezone": "UTC",
         }
+        self._hudi_format = False
         self.storage.makedirs(".hoodie/archived")
         self.storage.makedirs(layout.FILES_PARTITION)
         if not self.storage.create_if_absent(".hoodie/hoodie.properties", properties.dumps(props).encode()):
             raise TandemError(f"{self.storage.uri('')} already exists")
 
     def delete(self) -> None:
+        self._hudi_format = None
         self.data_storage.delete_dir(layout.MDT_DIR)
 
     def timeline(self) -> ActiveTimeline:
