@@ -39,7 +39,7 @@ test-lowest:
 
 # The long chaos runs: every crash state with both readers (local, then on S3), lost locks, MDT corruption,
 # generated junk and random MDT damage, then 5-minute nemeses per lock service and one on an S3 table; then
-# 500 random histories read by Java Hudi.
+# 500 random histories read by Java Hudi, and Java and Tandem writing at once under each lock service.
 chaos: $(STAMP) system-deps hudi-reference
 	mkdir -p docs/chaos
 	$(VENV)/bin/tandem chaos run --scenario crash-states --report docs/chaos/crash-states.json
@@ -52,6 +52,7 @@ chaos: $(STAMP) system-deps hudi-reference
 	$(VENV)/bin/tandem chaos nemesis --lock-service dynamodb --duration 300 --report docs/chaos/nemesis-dynamodb.json
 	$(VENV)/bin/tandem chaos nemesis --lock-service dynamodb --s3 --duration 300 --report docs/chaos/nemesis-dynamodb-s3.json
 	$(PY) -m tests.java_hudi_long --sequences 500
+	TANDEM_INTEROP_ALL_LOCKS=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/interop/test_java_concurrent_writers.py
 
 bench: $(STAMP)
 	$(PY) -m bench.locks

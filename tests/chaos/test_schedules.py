@@ -4,7 +4,8 @@ Lost lock: process A is frozen at a crash point inside a locked section until
 its lease or session expires (or an operator force-releases its lock); writer B
 commits the same file groups; A resumes; `tandem recover`; then DESIGN §8 and
 the history check (acknowledged writes survive in instant order, unacknowledged
-ones stay invisible). The file lock runs every locked point; ZooKeeper and
+ones stay invisible). The file lock runs every point of the commit path and one
+of each table service (every locked point in `make chaos`); ZooKeeper and
 DynamoDB a representative subset; force-release runs on every provider. The
 schedules run a few at a time in one module fixture (most of a schedule is
 waiting for a lease to pass) and each is its own test item.
@@ -27,8 +28,11 @@ import pytest
 
 from chaos.checker import Write, check_history
 from chaos.lost_lock import (
-    POINTS,
+    CLEAN_POINTS,
+    COMPACTION_POINTS,
     REPRESENTATIVE_POINTS,
+    ROLLBACK_POINTS,
+    WRITER_POINTS,
     Endpoints,
     Schedule,
     ScheduleResult,
@@ -44,8 +48,11 @@ pytestmark = pytest.mark.slow
 
 JOBS = 3
 ROLLED_BACK_WHILE_FROZEN = ("commit.begin.requested", "commit.begin.inflight")
+# the file lock at every point of the commit path and one point of each table service; every locked point of
+# every provider in `make chaos` (`tandem chaos run --scenario lost-lock`)
+SUITE_POINTS = [*WRITER_POINTS, ROLLBACK_POINTS[0], CLEAN_POINTS[0], COMPACTION_POINTS[0]]
 SCHEDULES = (
-    plan(["file"], list(POINTS), ["expiry"])
+    plan(["file"], SUITE_POINTS, ["expiry"])
     + plan(["file"], list(REPRESENTATIVE_POINTS), ["force-release"])
     + plan(["file"], list(ROLLED_BACK_WHILE_FROZEN), ["disjoint"])
     + plan(["zookeeper", "dynamodb"], list(REPRESENTATIVE_POINTS), ["expiry", "force-release"])

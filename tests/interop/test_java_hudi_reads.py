@@ -25,7 +25,7 @@ from tests.hudi_reference.differential import (
     random_row,
 )
 
-SEEDS = range(20)
+SEEDS = range(12)  # the suite's bounded subset: `python -m tests.java_hudi_long --sequences 500` runs more
 SEEDS_1X = range(100, 104)  # Hudi 1.x reads version-6 tables too: a few histories through the second judge
 
 

@@ -41,10 +41,10 @@ from timeline.table import Table
 pytest.importorskip("pyspark")
 duckdb = pytest.importorskip("duckdb")
 
-SUITE_EXAMPLES = 11
+SUITE_EXAMPLES = 8
 FILTERS_PER_TABLE = 10
 LAYOUTS_PER_EXAMPLE = 2
-MIN_PAIRS = 200
+MIN_PAIRS = 150
 
 SCHEMA = pa.schema(
     [
