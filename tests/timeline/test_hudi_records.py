@@ -418,7 +418,9 @@ def test_metadata_table_properties_are_javas():
 _TYPES = {
     "i": (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
     "n": (pa.int32(), st.integers(-(2**31), 2**31 - 1)),
-    "d": (pa.float64(), st.floats(allow_nan=False, width=64)),
+    # no infinities: pyarrow 16 writes DBL_MAX as the min of an all-infinite chunk (a looser bound, which is what
+    # Hudi then reads too), so the footer and the rows part ways there on the lowest supported pyarrow
+    "d": (pa.float64(), st.floats(allow_nan=False, allow_infinity=False, width=64)),
     "s": (pa.string(), st.text(max_size=6)),
     "b": (pa.bool_(), st.booleans()),
     "t": (pa.date32(), st.dates(min_value=date(1900, 1, 1), max_value=date(2100, 1, 1))),
