@@ -32,6 +32,7 @@ from timeline.format.table_config import record_metadata_partitions
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_records
 from timeline.mdt.file_slices import list_file_groups
+from timeline.mdt.hudi_commit_records import listing_records
 from timeline.mdt.hudi_layout import partition_init_instant
 from timeline.mdt.reader import MetadataReader
 from timeline.table import Table
@@ -54,8 +55,7 @@ def hudi_twin(table: Table, folder: str) -> Table:
         *(listing.column(c).to_pylist() for c in ("partition", "file", "size")), strict=True
     ):
         files.setdefault(partition, {})[name] = size
-    records = [hudi_records.partition_list_record(sorted(files))]
-    records += [hudi_records.file_list_record(p, named) for p, named in files.items()]
+    records = listing_records(files)
     mdt = data.sub(".hoodie/metadata")
     create_table(mdt, "bench")
     instant = partition_init_instant(timeline.last_time(), 0)

@@ -40,6 +40,7 @@ from timeline.hudi_log import read_blocks
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_records
 from timeline.mdt.file_slices import TimelineFacts, list_file_groups
+from timeline.mdt.hudi_commit_records import listing_records
 from timeline.mdt.hudi_layout import FILES, compaction_instant, partition_init_instant
 from timeline.mdt.slice_records import valid_instants
 from timeline.mdt.storage_listing import list_storage
@@ -74,9 +75,7 @@ def files_records(listing: pa.Table) -> list[dict]:
         *(listing.column(c).to_pylist() for c in ("partition", "file", "size")), strict=True
     ):
         by_partition.setdefault(partition, {})[name] = size
-    return [hudi_records.partition_list_record(by_partition)] + [
-        hudi_records.file_list_record(p, files) for p, files in by_partition.items()
-    ]
+    return listing_records(by_partition)
 
 
 def initialize(base: str) -> str:

@@ -12,7 +12,7 @@ format, so that Java's readers, compactor and data skipping find what Java itsel
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -35,8 +35,14 @@ def files_records(metadata: CommitMetadata) -> list[dict[str, Any]]:
             if stat.path:
                 name = stat.path.rsplit("/", 1)[-1]
                 files[name] = max(files.get(name, 0), stat.file_size_in_bytes)
-    records = [hudi_records.partition_list_record(sorted(written))]
-    records += [hudi_records.file_list_record(p, files) for p, files in sorted(written.items())]
+    return listing_records(written)
+
+
+def listing_records(files: Mapping[str, Mapping[str, int]]) -> list[dict[str, Any]]:
+    """`__all_partitions__` naming every partition of `files` (partition -> {file name: size}), then one
+    record per partition listing its files."""
+    records = [hudi_records.partition_list_record(sorted(files))]
+    records += [hudi_records.file_list_record(p, named) for p, named in sorted(files.items())]
     return records
 
 
