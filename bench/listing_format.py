@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from bench.listing import ONE, build, bulk_commit
 from bench.report import interleaved, summarize, write_report
-from coordinator.mdt.file_group_writes import complete_delta_commit, create_table, initialize_partition, write_logs
+from timeline.mdt.file_group_writes import complete_delta_commit, create_table, initialize_partition, write_logs
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.table_config import record_metadata_partitions
 from timeline.io.storage import Storage

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coordinator.mdt import deltacommit
+from coordinator.mdt import steps
 from coordinator.protocol import provenance
 from coordinator.protocol.transaction import Transaction
 from timeline.format.active_timeline import ActiveTimeline
@@ -95,7 +95,7 @@ def clean_any_planned_file() -> None:
 
 def mdt_rollback_of_completed() -> None:
     """The MDT rolls back the records of completed data instants when a plan asks."""
-    deltacommit.undoable = lambda data_timeline, time: True
+    steps.undoable = lambda data_timeline, time: True
 
 
 def base_checksums_ignored() -> None:

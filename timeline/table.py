@@ -108,9 +108,11 @@ class Table:
         precombine_field: str | None = None,
         with_metadata: bool = True,
         indexes: tuple[str, ...] = DEFAULT_INDEXES,
+        hudi_format: bool = False,
     ) -> Table:
         """A new table; with a metadata table keeping `indexes` (column stats and bloom filters by default:
-        a new table has no files to build them from, so they cost nothing to turn on now)."""
+        a new table has no files to build them from, so they cost nothing to turn on now), in Hudi's own
+        format when `hudi_format` (every Hudi engine then lists from it), else in Tandem's."""
         if not name or not record_key_fields:
             raise BadInputError("a table needs a name and at least one record key field")
         if len(set(record_key_fields)) != len(record_key_fields):
@@ -131,7 +133,10 @@ class Table:
             storage.makedirs(folder)
         write_config(storage, config)
         table = Table(storage, config)
-        if with_metadata:
+        if with_metadata and hudi_format:
+            table.metadata().create_in_hudi_format(name, indexes)
+            table.config = read_config(storage)
+        elif with_metadata:
             table.metadata().create(name)
         return table
 

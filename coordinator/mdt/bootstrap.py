@@ -7,12 +7,17 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from coordinator.mdt import hudi_initialize
 from coordinator.mdt.compaction import execute
-from coordinator.mdt.index_build import index_all
 from timeline.errors import BadInputError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMPACTION, Instant, State
-from timeline.format.table_config import clear_java_metadata_record, read_config, record_metadata_table
+from timeline.format.table_config import (
+    METADATA_INDEXES,
+    clear_java_metadata_record,
+    read_config,
+    record_metadata_table,
+)
 from timeline.mdt import health
 from timeline.mdt import records as rec
 from timeline.mdt.reader import MetadataReader
@@ -31,18 +36,22 @@ def _refuse_pending(data_timeline: ActiveTimeline, doing: str) -> None:
         )
 
 
-def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
-    """Build the MDT of an existing table: one base file from the listing, as an MDT-only compaction.
+def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline, hudi_format: bool = False) -> str:
+    """Build the MDT of an existing table from the storage listing, with the index partitions the table asks
+    for: in Hudi's format (`hudi_initialize`) or Tandem's (one base file, as an MDT-only compaction).
 
-    The table records that it has an MDT first, so a crash part-way leaves a
-    recorded MDT that is missing or incomplete (readers list storage, writers
-    refuse, `repair` rebuilds it), never one readers silently take as complete.
-    Leftovers of an MDT whose properties file is gone are removed, not merged.
+    The table records the MDT first (Tandem's flag, or Hudi's record of partitions being built), so a crash
+    part-way leaves a recorded MDT that is missing or incomplete (readers list storage, writers refuse,
+    `repair` rebuilds it), never one readers silently take as complete. Leftovers of an MDT whose properties
+    file is gone are removed, not merged.
     """
     with METRICS.timed(INITIALIZE):
         _refuse_pending(data_timeline, "initialize")
         if mdt.exists():
             raise BadInputError("the metadata table already exists (`tandem metadata delete` first)")
+        if hudi_format:
+            indexes = [p for p in (read_config(mdt.data_storage).raw.get(METADATA_INDEXES) or "").split(",") if p]
+            return hudi_initialize.initialize(mdt, table_name, data_timeline, indexes)
         record_metadata_table(mdt.data_storage, True)
         mdt.delete()
         mdt.create(table_name)
@@ -64,16 +73,16 @@ def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -
             f"{mdt.data_storage.uri('')} has no metadata table to repair (`tandem metadata create` builds one)"
         )
     _refuse_pending(data_timeline, "repair")
-    mdt.delete()
-    # Java's record of its MDT goes with it, before Tandem builds its own there: the record decides the format
-    # for Java and Tandem alike, and a crash from here on leaves a table Java sees without an MDT (its next
-    # writer builds one) and Tandem sees with a missing one (readers list storage, `repair` again)
-    clear_java_metadata_record(mdt.data_storage)
-    time = initialize(mdt, table_name, data_timeline)
     config = read_config(mdt.data_storage)
-    if config.metadata_indexes:
-        index_all(mdt, data_timeline, config, config.metadata_indexes)
-    return time
+    if mdt.is_hudi_format(config):  # rebuilt in Hudi's format, with the partitions it had: Java continues it
+        wanted = set(config.java_metadata_partitions) | set(config.java_metadata_partitions_inflight)
+        with METRICS.timed(INITIALIZE):  # records the partitions as being built before it deletes anything
+            return hudi_initialize.initialize(mdt, table_name, data_timeline, sorted(wanted))
+    mdt.delete()
+    # A stale record of Java's goes too, before Tandem builds its own MDT there: the record decides the format
+    # for Java and Tandem alike
+    clear_java_metadata_record(mdt.data_storage)
+    return initialize(mdt, table_name, data_timeline)
 
 
 @dataclass

@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from coordinator.mdt import deltacommit
-from timeline.crash_points import crash_point, register
+from coordinator.mdt import deltacommit, hudi_compaction, steps
+from coordinator.mdt.hudi_compaction import StagedCompaction
+from coordinator.mdt.steps import CompactionDeferred
+from timeline.crash_points import crash_point
 from timeline.errors import TandemError
 from timeline.format import action_metadata, avro_metadata, outcome
 from timeline.format.action_metadata import KEEP_LATEST_FILE_VERSIONS
@@ -42,19 +44,6 @@ from timeline.mdt.log import DATA, FILES, INDEX_PARTITIONS, SEAL, LogBlock, bloc
 from timeline.mdt.reader import MetadataReader, base_records
 from timeline.mdt.storage_listing import storage_records
 from timeline.mdt.table import MetadataTable
-
-SEALED = register("mdt.compaction.sealed", "old slice sealed, plan not yet written")
-PLANNED = register("mdt.compaction.planned", "C.compaction.requested written")
-STARTED = register("mdt.compaction.inflight", "C.compaction.inflight written")
-BASE_WRITTEN = register("mdt.compaction.base", "base file of C written")
-COMPLETED = register("mdt.compaction.complete", "C completed on the MDT timeline")
-CLEAN_PLANNED = register("mdt.clean.planned", "MDT clean plan written")
-CLEAN_DELETED = register("mdt.clean.deleted", "old MDT slices deleted")
-
-
-class CompactionDeferred(TandemError):
-    """A planned log holds a block of an instant that is neither committed nor rolled back yet."""
-
 
 DEFAULT_MAX_DELTA_COMMITS = 10
 DEFAULT_SLICES_RETAINED = 3
@@ -79,13 +68,6 @@ def read_plan(mdt: MetadataTable, time: str) -> dict:
         raise TandemError(f"metadata compaction plan {time} is unreadable: {err}") from err
 
 
-def _blockers(mdt_timeline: ActiveTimeline, data_timeline: ActiveTimeline) -> list[str]:
-    """Instants that forbid scheduling: pending data instants with an MDT deltacommit, pending MDT writes."""
-    blocked = [i.time for i in data_timeline.pending() if mdt_timeline.find(i.time) is not None]
-    blocked += [i.time for i in mdt_timeline.pending() if i.action == DELTA_COMMIT]
-    return sorted(set(blocked))
-
-
 def _orphan_seal(mdt: MetadataTable, timeline: ActiveTimeline) -> tuple[str, int, str] | None:
     """A sealed writer slice whose plan was never written: (slice, seal version, compaction instant)."""
     base_instant = layout.writer_slice(timeline)
@@ -101,6 +83,8 @@ def _orphan_seal(mdt: MetadataTable, timeline: ActiveTimeline) -> tuple[str, int
 
 def plan_orphan_seal(mdt: MetadataTable, timeline: ActiveTimeline | None = None) -> str | None:
     """Finish a schedule that crashed between sealing the slice and writing the plan."""
+    if mdt.is_hudi_format():
+        return hudi_compaction.plan_orphan_seals(mdt, timeline)
     timeline = timeline or mdt.timeline()
     orphan = _orphan_seal(mdt, timeline)
     if orphan is None:
@@ -111,11 +95,13 @@ def plan_orphan_seal(mdt: MetadataTable, timeline: ActiveTimeline | None = None)
 
 def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
     """Plan a compaction of the writer slice (call under the lock). None if not allowed or nothing to do."""
+    if mdt.is_hudi_format():
+        return hudi_compaction.schedule(mdt, data_timeline)
     finished = plan_orphan_seal(mdt)
     if finished is not None:
         return finished
     timeline = mdt.timeline()
-    if layout.pending_compactions(timeline) or _blockers(timeline, data_timeline):
+    if layout.pending_compactions(timeline) or steps.schedule_blockers(timeline, data_timeline):
         return None
     base_instant = layout.writer_slice(timeline)
     current = mdt.slices().get(base_instant)
@@ -123,7 +109,7 @@ def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
         return None
     time = mdt.next_instant(data_timeline)
     version = deltacommit.append_block(mdt, LogBlock(time, SEAL, [], {"compaction": time}), base_instant)
-    crash_point(SEALED)
+    crash_point(steps.SEALED)
     if _sealed_below(mdt, base_instant, version):
         return None
     return _write_plan(mdt, timeline, base_instant, version, time)
@@ -157,7 +143,7 @@ def _write_plan(mdt: MetadataTable, timeline: ActiveTimeline, base_instant: str,
         "block_instants": sorted({b.instant for p in logs for b in mdt.read_log(p).blocks if b.block_type == DATA}),
     }
     timeline.create_requested(Instant(time, COMPACTION, State.REQUESTED), json.dumps(plan, indent=2).encode())
-    crash_point(PLANNED)
+    crash_point(steps.PLANNED)
     return time
 
 
@@ -173,12 +159,14 @@ class StagedBase:
     index_sizes: dict[str, int] = field(default_factory=dict)  # index partition -> its size in bytes
 
 
-def stage(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> StagedBase:
+def stage(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> StagedBase | StagedCompaction:
     """Merge C's plan into base files under temporary names (safe outside the lock).
 
     Index records survive only for files the merged `files` partition lists, and
     only for the indexes the table keeps: compaction is their garbage collector.
     """
+    if mdt.is_hudi_format():
+        return hudi_compaction.stage(mdt, data_timeline, time)
     plan = read_plan(mdt, time)
     index_tables: dict[str, pa.Table] = {}
     if plan.get("initialize"):
@@ -208,8 +196,10 @@ def _staging_path(time: str) -> str:
     return f"{STAGING_DIR}/{time}-{uuid.uuid4().hex}.parquet"
 
 
-def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
+def publish(mdt: MetadataTable, staged: StagedBase | StagedCompaction) -> bool:
     """Under the lock: move the staged base into place and complete C; False if C was done already."""
+    if isinstance(staged, StagedCompaction):
+        return hudi_compaction.publish(mdt, staged)
     timeline = mdt.timeline()
     instant = timeline.find(staged.time)
     if instant is None or instant.action != COMPACTION:
@@ -221,7 +211,7 @@ def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
         return False
     if instant.state == State.REQUESTED:
         timeline.transition_to_inflight(instant)
-        crash_point(STARTED)
+        crash_point(steps.STARTED)
     published = {layout.base_path(staged.time): staged.path}
     published.update({layout.index_base_path(p, staged.time): path for p, path in staged.index_paths.items()})
     checksums: dict[str, int] = {}
@@ -235,7 +225,7 @@ def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
         mdt.storage.discard(source)
     # The base files' entries and the plan's: C.commit without C.compaction.requested reads as a plain commit.
     mdt.storage.sync_dirs([*(posixpath.dirname(target) for target in published), ".hoodie"])
-    crash_point(BASE_WRITTEN)
+    crash_point(steps.BASE_WRITTEN)
     meta = CommitMetadata(operation_type="COMPACT", compacted=True)
     meta.add(
         WriteStat(
@@ -252,7 +242,7 @@ def publish(mdt: MetadataTable, staged: StagedBase) -> bool:
         meta.add(WriteStat(layout.FILE_ID, path, partition, total_write_bytes=size, file_size_in_bytes=size))
     meta.extra_metadata[layout.BASE_CHECKSUMS_KEY] = json.dumps(checksums, sort_keys=True)
     timeline.complete(Instant(staged.time, COMPACTION, State.INFLIGHT), meta.to_json_bytes())
-    crash_point(COMPLETED)
+    crash_point(steps.COMPLETED)
     return True
 
 
@@ -346,6 +336,9 @@ def run_pending(
 
 def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAULT_SLICES_RETAINED) -> list[str]:
     """Delete slices older than the last `retain` completed compactions."""
+    if mdt.is_hudi_format():
+        chosen = hudi_compaction.cleanable(mdt, retain)
+        return _plan_clean(mdt, *chosen) if chosen else []
     timeline = mdt.timeline()
     completed = sorted(i.time for i in layout.compactions(timeline) if i.is_completed)
     if len(completed) < retain:
@@ -364,7 +357,12 @@ def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAU
             mdt.storage.discard(f"{STAGING_DIR}/{staged.base_name}")
     if not paths:
         return []
-    time = mdt.next_instant(data_timeline)
+    return _plan_clean(mdt, mdt.next_instant(data_timeline), keep_from, paths)
+
+
+def _plan_clean(mdt: MetadataTable, time: str, keep_from: str, paths: list[str]) -> list[str]:
+    """Write MDT clean `time`'s plan (the exact `paths`), then carry it out."""
+    timeline = mdt.timeline()
     per_partition = {
         partition: [p for p in paths if _partition_of(p) == partition]
         for partition in sorted({_partition_of(p) for p in paths})
@@ -375,7 +373,7 @@ def clean(mdt: MetadataTable, data_timeline: ActiveTimeline, retain: int = DEFAU
     requested = timeline.create_requested(
         Instant(time, CLEAN, State.REQUESTED), avro_metadata.encode("HoodieCleanerPlan", plan)
     )
-    crash_point(CLEAN_PLANNED)
+    crash_point(steps.CLEAN_PLANNED)
     return _carry_out_clean(mdt, requested, plan)
 
 
@@ -399,7 +397,7 @@ def _carry_out_clean(mdt: MetadataTable, requested: Instant, plan: dict) -> list
     paths = [path for files in planned.values() for path in files]
     for path in paths:
         mdt.storage.discard(path)
-    crash_point(CLEAN_DELETED)
+    crash_point(steps.CLEAN_DELETED)
     timeline = mdt.timeline()
     completed = sorted(i.time for i in layout.compactions(timeline) if i.is_completed)
     earliest = plan["earliestInstantToRetain"]["timestamp"]

@@ -7,13 +7,13 @@ that readers and compaction honour, and only after the rollback decision on the 
 
 from __future__ import annotations
 
-import json
 import warnings
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from timeline.crash_points import crash_point, register
+from coordinator.mdt import hudi_deltacommit, steps
+from timeline.crash_points import crash_point
 from timeline.errors import ConflictError, FencedError, RefusedDeleteWarning, TandemError
 from timeline.format import action_metadata, avro_metadata, outcome
 from timeline.format.active_timeline import ActiveTimeline
@@ -25,12 +25,6 @@ from timeline.mdt.log import DATA, PARTITION_ATTRIBUTE, ROLLBACK_COMMAND, LogBlo
 from timeline.mdt.table import BASE_SCHEMA, MetadataTable
 from timeline.metrics import METRICS, SYNC
 
-DELTA_REQUESTED = register("mdt.deltacommit.requested", "MDT T.deltacommit.requested written")
-DELTA_INFLIGHT = register("mdt.deltacommit.inflight", "MDT T.deltacommit.inflight written")
-DELTA_LOG = register("mdt.deltacommit.log", "MDT log file of T written")
-DELTA_COMPLETE = register("mdt.deltacommit.complete", "MDT T.deltacommit completed")
-ROLLBACK_LOGS = register("mdt.rollback.logs", "rollback-command block naming the rolled-back instant appended")
-ROLLBACK_INSTANT = register("mdt.rollback.instant", "MDT instant files of the rolled-back instant deleted")
 BASE_ROW_GROUP = 1024  # rows per row group of a `files` base file: small, for point lookups
 INDEX_BLOCK_BYTES = 32 * 1024 * 1024  # an index partition's records per log block, about
 RECORD_OVERHEAD = 256  # bytes an index record counts for beyond its bloom filter
@@ -81,6 +75,8 @@ def apply(
     the index partitions are further blocks of the same log file, so one claim
     commits all partitions together.
     """
+    if mdt.is_hudi_format():
+        return ", ".join(hudi_deltacommit.apply(mdt, time, records, timeline, footprint))
     with METRICS.timed(SYNC):
         timeline = timeline or mdt.timeline()
         existing = timeline.find(time)
@@ -89,9 +85,9 @@ def apply(
         instant = Instant(time, DELTA_COMMIT, State.REQUESTED)
         if existing is None:
             timeline.create_requested(instant)
-            crash_point(DELTA_REQUESTED)
-        timeline.transition_to_inflight(instant, encode_footprint(footprint or set()))
-        crash_point(DELTA_INFLIGHT)
+            crash_point(steps.DELTA_REQUESTED)
+        timeline.transition_to_inflight(instant, steps.encode_footprint(footprint or set()))
+        crash_point(steps.DELTA_INFLIGHT)
         base_instant = layout.writer_slice(timeline)
         current = mdt.slices().get(base_instant)
         version = current.max_version if current else 0
@@ -105,7 +101,7 @@ def apply(
         encoded = (_sized(encode_block(_loaded(block)), sizes) for block in blocks)  # one block at a time
         if not mdt.storage.create_if_absent(path, encoded):
             raise ConflictError(f"metadata log {path} was claimed by another writer; aborting {time}")
-        crash_point(DELTA_LOG)
+        crash_point(steps.DELTA_LOG)
         mdt.storage.sync_dirs([layout.FILES_PARTITION])  # the log's entry, before the completion names it
         meta = CommitMetadata(operation_type="UPSERT_PREPPED")
         size = sum(sizes)
@@ -120,7 +116,7 @@ def apply(
             )
         )
         timeline.complete(instant, meta.to_json_bytes())
-        crash_point(DELTA_COMPLETE)
+        crash_point(steps.DELTA_COMPLETE)
         return path
 
 
@@ -149,7 +145,7 @@ def rollback(mdt: MetadataTable, time: str, data_timeline: ActiveTimeline) -> bo
     """
     timeline = mdt.timeline()
     target = timeline.find(time)
-    if target is None or not undoable(data_timeline, time):
+    if target is None or not steps.undoable(data_timeline, time):
         return False
     if not outcome.claim(mdt.data_storage, time, outcome.ROLLBACK).is_rollback:
         return False
@@ -171,7 +167,7 @@ def finish_rollbacks(mdt: MetadataTable, timeline: ActiveTimeline, data_timeline
     for record in timeline.pending():
         if record.action == ROLLBACK:
             target = timeline.rollback_target(record)
-            if not undoable(data_timeline, target["commitTime"]):
+            if not steps.undoable(data_timeline, target["commitTime"]):
                 message = f"metadata rollback {record.time} targets completed {target['commitTime']}; left pending"
                 warnings.warn(message, RefusedDeleteWarning, stacklevel=2)
                 continue
@@ -182,10 +178,13 @@ def finish_rollbacks(mdt: MetadataTable, timeline: ActiveTimeline, data_timeline
 
 
 def _undo(mdt: MetadataTable, timeline: ActiveTimeline, record_time: str, time: str, action: str) -> None:
+    if mdt.is_hudi_format():
+        hudi_deltacommit.undo(mdt, timeline, record_time, time, action)
+        return
     append_block(mdt, LogBlock(record_time, ROLLBACK_COMMAND, [], {"target": time}))
-    crash_point(ROLLBACK_LOGS)
+    crash_point(steps.ROLLBACK_LOGS)
     timeline.delete_instant_files(time, action)
-    crash_point(ROLLBACK_INSTANT)
+    crash_point(steps.ROLLBACK_INSTANT)
 
 
 def _complete_rollback(timeline: ActiveTimeline, record: Instant, time: str, action: str) -> None:
@@ -220,12 +219,3 @@ def _loaded(block: LogBlock) -> LogBlock:
 def _sized(chunk: bytes, sizes: list[int]) -> bytes:
     sizes.append(len(chunk))
     return chunk
-
-
-def undoable(data_timeline: ActiveTimeline, time: str) -> bool:
-    """Whether the MDT may roll back `time`: never a completed (or archived) data instant's records."""
-    return not data_timeline.is_completed_or_archived(time)
-
-
-def encode_footprint(touched: set[tuple[str, str]]) -> bytes:
-    return json.dumps({"touched": sorted([p, f] for p, f in touched)}).encode()

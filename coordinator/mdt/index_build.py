@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from coordinator.mdt import deltacommit
+from coordinator.mdt import deltacommit, hudi_index_build
 from timeline.crash_points import crash_point, register
 from timeline.errors import BadInputError, FencedError
 from timeline.format import outcome
@@ -147,6 +147,8 @@ def build(
     pending = [f"{i.time}.{i.action}" for i in data_timeline.pending()]
     if pending:
         raise BadInputError(f"cannot build an index while instants are pending: {', '.join(pending)}")
+    if mdt.is_hudi_format():
+        return hudi_index_build.add_partitions(mdt, data_timeline, new, live_files(mdt, data_timeline))
     instant = begin_indexing(mdt, data_timeline)
     config = record_metadata_indexes(mdt.data_storage, config.metadata_indexes + new)
     crash_point(INDEX_TURNED_ON)
@@ -179,8 +181,8 @@ def catch_up(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
     """Index the live files that have no records in an index the table keeps (a build that died, a writer that
     began before the index was turned on). Call under the lock; None when nothing was missing."""
     config = read_config(mdt.data_storage)
-    if not config.metadata_indexes or not mdt.exists():
-        return None
+    if not config.metadata_indexes or not mdt.exists() or mdt.is_hudi_format(config):
+        return None  # Hudi's format: a partition is built whole before it is recorded, then every commit keeps it
     reader = MetadataReader(mdt, data_timeline)
     live = live_files(mdt, data_timeline)
     records: dict[str, list[dict]] = {}
@@ -242,6 +244,8 @@ def commit_records(
 def drop(mdt: MetadataTable, unwanted: list[str]) -> list[str]:
     """Turn indexes off: writers stop at once (the property), readers ignore the partition, its base files go."""
     unwanted = indexes.check_names(unwanted)
+    if mdt.is_hudi_format():
+        return hudi_index_build.drop_partitions(mdt, unwanted)
     config = read_config(mdt.data_storage)
     dropped = [u for u in unwanted if u in config.metadata_indexes]
     record_metadata_indexes(mdt.data_storage, [i for i in config.metadata_indexes if i not in dropped])
@@ -279,6 +283,18 @@ class IndexReport:
 
 def validate(mdt: MetadataTable, data_timeline: ActiveTimeline) -> list[IndexReport]:
     """Recompute every index the table keeps from the live files' footers and compare, record by record."""
+    if mdt.is_hudi_format():
+        files = live_files(mdt, data_timeline)
+        return [
+            IndexReport(
+                c.partition,
+                files=len(files),
+                missing=[_shown(*f) for f in c.missing],
+                wrong=[_shown(*f) for f in c.wrong],
+                stale=[f"record {key}" for key in c.stale],
+            )
+            for c in hudi_index_build.validate(mdt, data_timeline, files)
+        ]
     config = read_config(mdt.data_storage)
     kept = config.metadata_indexes
     if not kept:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from coordinator.mdt import compaction, deltacommit, index_build
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import DELTA_COMMIT, INDEXING
+from timeline.mdt.slice_records import is_mdt_only_instant
 from timeline.mdt.table import MetadataTable
 
 
@@ -28,15 +29,20 @@ def failed_writes(
     """MDT deltacommits whose data instant is neither completed, pending nor archived (its writer failed).
 
     Older than the data timeline's earliest instant means archived, so completed (DESIGN §3, §6). Newer
-    than its latest instant means this view is older than that instant, so nothing can be said of it.
-    The rollback itself is fenced by the instant's outcome record (`MetadataTable.rollback`).
+    than its latest instant means this view is older than that instant, so nothing can be said of it. The
+    MDT's own delta commits (a partition's initialization, `<T>010`) mirror no data instant and are never
+    failed writes. The rollback itself is fenced by the instant's outcome record (`MetadataTable.rollback`).
     """
     alive = {i.time for i in data_timeline.instants}
     earliest, latest = data_timeline.earliest_time(), data_timeline.last_time()
     return sorted(
         i.time
         for i in (mdt_timeline or mdt.timeline()).instants
-        if i.action == DELTA_COMMIT and i.time not in alive and i.time != keep and earliest <= i.time <= latest
+        if i.action == DELTA_COMMIT
+        and i.time not in alive
+        and i.time != keep
+        and earliest <= i.time <= latest
+        and not is_mdt_only_instant(i.time)
     )
 
 

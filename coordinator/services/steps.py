@@ -40,8 +40,8 @@ def compact(table: Table, config: CoordinatorConfig, lock: LockProvider, force: 
     with held(lock):
         timeline = table.timeline()
         table.check_writable(timeline)  # compacting a damaged MDT would bake the damage into a base file
+        compaction.plan_orphan_seal(mdt)  # first: a rollback's blocks must not bury a seal whose plan is missing
         report.rolled_back = roll_back_failed_writes(mdt, timeline)
-        compaction.plan_orphan_seal(mdt)
         if force or compaction.is_due(mdt, config.max_delta_commits):
             compaction.schedule(mdt, timeline)
         pending = sorted(i.time for i in layout.pending_compactions(mdt.timeline()))

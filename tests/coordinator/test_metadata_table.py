@@ -107,10 +107,13 @@ op = st.one_of(
 )
 
 
+@pytest.mark.parametrize("hudi_format", [False, True], ids=["tandem-format", "hudi-format"])
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(op, min_size=1, max_size=7), st.randoms(use_true_random=False))
-def test_any_sequence_keeps_mdt_equal_to_storage(tmp_path_factory, ops, rnd):
-    table = Table.create(str(tmp_path_factory.mktemp("seq") / "t"), "t", ["id"], ["city"], hive_style=True)
+def test_any_sequence_keeps_mdt_equal_to_storage(tmp_path_factory, hudi_format, ops, rnd):
+    base = str(tmp_path_factory.mktemp("seq") / "t")
+    table = Table.create(base, "t", ["id"], ["city"], hive_style=True, hudi_format=hudi_format)
+    assert table.metadata().is_hudi_format() == hudi_format
     config = CoordinatorConfig(max_delta_commits=3, failed_writes_policy="EAGER")
     writer = LocalWriter(table, coordinator=config)
     model: dict[int, int] = {}

@@ -17,7 +17,7 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator.mdt.file_group_writes import complete_delta_commit, initialize_partition
+from timeline.mdt.file_group_writes import complete_delta_commit, initialize_partition
 from tests.interop.test_java_uses_tandem_mdt import WITHOUT_MDT, initialize, rows
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.table_config import record_metadata_partitions

@@ -2,10 +2,11 @@
 
 Observed (docs/design.md, "Sharing a table with Java Hudi"): a Java writer with the default
 hoodie.metadata.enable=true finds `.hoodie/metadata` but `hoodie.table.metadata.partitions` empty, so it
-deletes Tandem's `files` partition, bootstraps its own HFile metadata table there (instant <last commit>010)
-and records `hoodie.table.metadata.partitions=files`. Its rows are all on storage; Tandem's readers list from
-Java's metadata table, and writers refuse with one line naming `tandem metadata repair`, which rebuilds
-Tandem's MDT and clears Java's record, after which both sides go on with no row lost.
+deletes a metadata table in Tandem's own format, bootstraps its own HFile metadata table there (instant
+<last commit>010) and records `hoodie.table.metadata.partitions=files`. From then on the two take turns on
+one metadata table in Hudi's format: Tandem's readers list from it, its writers continue it with delta
+commits of their own (and compact it), Java continues after them without rebuilding it, and no row is lost.
+`tandem metadata repair` rebuilds it in Hudi's format.
 """
 
 from __future__ import annotations
@@ -28,14 +29,24 @@ from tests.hudi_reference.shared_table import (
     tandem_rows,
     upsert,
 )
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.io.storage import Storage
+
+
+def _mdt_times(path: str) -> set[str]:
+    return {i.time for i in ActiveTimeline.load(Storage(path).sub(".hoodie/metadata"), ".hoodie").instants}
 
 
 def _java_writes_again(java_hudi, tmp_path, path: str, model: dict, key, options: dict, name: str) -> None:
-    """A Java upsert of one more key (it rebuilds its own MDT); both Java reads and Tandem's equal the model."""
+    """A Java upsert of one more key, continuing the metadata table (its first instant stays); both Java
+    reads and Tandem's equal the model."""
+    first = min(_mdt_times(path))
     again = rows((6, "x", "b", 6.0, 5))
     java_hudi.write(path, again, "upsert", options)
     upsert(model, key, again)
+    assert first in _mdt_times(path), "Java rebuilt the metadata table instead of continuing it"
     assert_all_read(java_hudi, tmp_path, path, model, name)
+    ok("metadata", "validate", path)
 
 
 # -- (a) a Tandem table, Java writes with default options, Tandem takes it back
@@ -75,30 +86,26 @@ def test_java_writes_a_tandem_table_then_tandem_takes_it_back(java_hudi, tmp_pat
     assert canon(pq.read_table(tmp_path / "r0.parquet")) == expected(model)
     assert not read.stderr.strip(), read.stderr
 
-    # writers (and recover) refuse in one line naming the repair, and change nothing
+    # Tandem's writers continue Java's metadata table: a delta commit of theirs, listed by both sides
+    java_init = min(_mdt_times(path))
     more = rows((3, "x", "b", 30.0, 4), (5, "x", "a", 5.0, 4))
-    source = jsonl(tmp_path, "more", more)
-    for args in (("write", path, "--input", source, "--operation", "upsert"), ("recover", path)):
-        refused = tandem(*args)
-        assert refused.returncode == 2, (args, refused.returncode, refused.stderr)
-        lines = refused.stderr.strip().splitlines()
-        assert len(lines) == 1 and "Java Hudi" in lines[0] and f"tandem metadata repair {path}" in lines[0], lines
-    assert tandem_rows(tmp_path, path, "r1") == expected(model)
-
-    ok("metadata", "repair", path)
-    assert "hoodie.table.metadata.partitions=" not in properties(path)
-    ok("metadata", "validate", path)
-    ok("write", path, "--input", source, "--operation", "upsert")
+    ok("recover", path)
+    ok("write", path, "--input", jsonl(tmp_path, "more", more), "--operation", "upsert")
     upsert(model, key, more)
+    assert java_init in _mdt_times(path) and "hoodie.table.metadata.partitions=files" in properties(path)
+    ok("metadata", "validate", path)
     read = ok("read", path, "--output", str(tmp_path / "r2.parquet"))
-    assert not read.stderr.strip(), read.stderr  # from the MDT again
+    assert not read.stderr.strip(), read.stderr  # from the MDT
     assert canon(pq.read_table(tmp_path / "r2.parquet")) == expected(model)
     assert java_both(java_hudi, path) == {False: expected(model), True: expected(model)}
 
-    # and once more round: Java again (it rebuilds its MDT again), Tandem repairs again
+    # Java again, after Tandem: it continues the metadata table; a repair rebuilds it in Hudi's format
     _java_writes_again(java_hudi, tmp_path, path, model, key, java_options, "r3")
     ok("metadata", "repair", path)
+    assert "hoodie.table.metadata.partitions=files" in properties(path)
+    ok("metadata", "validate", path)
     assert tandem_rows(tmp_path, path, "r4") == expected(model)
+    assert java_both(java_hudi, path) == {False: expected(model), True: expected(model)}
 
 
 # -- (b) Java-written copy-on-write tables, Tandem writes them
@@ -146,29 +153,23 @@ def test_tandem_writes_a_java_written_table(java_hudi, tmp_path, layout):
     java_hudi.write(path, second, "upsert", options)
     upsert(model, key, second)
 
-    # Java's own (HFile) MDT is there: Tandem lists from it to read, refuses to write, and changes nothing
+    # Java's own (HFile) MDT is there: Tandem lists from it to read and continues it when it writes
     assert "hoodie.table.metadata.partitions=files" in properties(path), "Java no longer builds its MDT by default"
-    changed = rows((3, "x", "b", 30.0, 3), (5, "y", "a", 5.0, 3))
-    source = jsonl(tmp_path, "up", changed)
-    before = snapshot(path)
-    refused = tandem("write", path, "--input", source, "--operation", "upsert")
-    lines = refused.stderr.strip().splitlines()
-    assert refused.returncode == 2 and len(lines) == 1 and f"tandem metadata repair {path}" in lines[0], refused.stderr
-    assert "Java Hudi" in lines[0], lines[0]
-    assert snapshot(path) == before
+    java_init = min(_mdt_times(path))
     assert tandem_rows(tmp_path, path, "t0") == expected(model)
-
-    ok("metadata", "repair", path)
-    ok("write", path, "--input", source, "--operation", "upsert")
+    changed = rows((3, "x", "b", 30.0, 3), (5, "y", "a", 5.0, 3))
+    ok("write", path, "--input", jsonl(tmp_path, "up", changed), "--operation", "upsert")
     upsert(model, key, changed)
     gone = rows((1, "x", "a", 1.0, 4))
     ok("write", path, "--input", jsonl(tmp_path, "del", gone), "--operation", "delete")
     delete(model, key, gone)
 
+    assert java_init in _mdt_times(path)
+    ok("metadata", "validate", path)
     assert tandem_rows(tmp_path, path, "t") == expected(model)
     assert java_both(java_hudi, path) == {False: expected(model), True: expected(model)}
 
-    # Java writes again (it rebuilds its MDT over Tandem's), and every reader still sees the model
+    # Java writes again, continuing the metadata table, and every reader still sees the model
     _java_writes_again(java_hudi, tmp_path, path, model, key, options, "t2")
 
 

@@ -18,7 +18,7 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from coordinator.mdt.file_group_writes import (
+from timeline.mdt.file_group_writes import (
     compact_group,
     compaction_operation,
     complete_compaction,

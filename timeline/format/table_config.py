@@ -87,6 +87,11 @@ class TableConfig:
         return _split_fields(self.raw.get(JAVA_METADATA_PARTITIONS))
 
     @property
+    def java_metadata_partitions_inflight(self) -> list[str]:
+        """The metadata-table partitions being initialized (Hudi's record, set before their first commit)."""
+        return _split_fields(self.raw.get(JAVA_METADATA_PARTITIONS_INFLIGHT))
+
+    @property
     def keygen_class(self) -> str:
         return self.raw.get("hoodie.table.keygenerator.class") or keygen_for(
             self.record_key_fields, self.partition_fields
@@ -219,11 +224,22 @@ def clear_java_metadata_record(storage: Storage) -> TableConfig:
     return _record(storage, {JAVA_METADATA_PARTITIONS: None, JAVA_METADATA_PARTITIONS_INFLIGHT: None})
 
 
-def record_metadata_partitions(storage: Storage, partitions: list[str]) -> TableConfig:
-    """Set Hudi's record of the metadata table's built partitions (sorted, comma-joined, as Java writes it); a
-    partition is recorded once its initialization completed, and Java readers look for nothing else."""
+def record_metadata_partitions(storage: Storage, partitions: list[str], inflight: list[str] = ()) -> TableConfig:
+    """Set Hudi's record of the metadata table's built partitions (sorted, comma-joined, as Java writes it) and
+    of those being built; a partition is recorded built once its initialization completed, and Java readers
+    look for nothing else."""
     value = ",".join(sorted(set(partitions))) or None
-    return _record(storage, {JAVA_METADATA_PARTITIONS: value, JAVA_METADATA_PARTITIONS_INFLIGHT: None})
+    building = ",".join(sorted(set(inflight))) or None
+    return _record(storage, {JAVA_METADATA_PARTITIONS: value, JAVA_METADATA_PARTITIONS_INFLIGHT: building})
+
+
+def record_metadata_initializing(storage: Storage, partitions: list[str]) -> TableConfig:
+    """Record that a metadata table in Hudi's format is being initialized with `partitions` (Hudi's inflight
+    record, set before any of its files exist): until `record_metadata_partitions` names them, readers list
+    storage and writers refuse, whatever a crash left in `.hoodie/metadata`."""
+    value = ",".join(sorted(set(partitions)))
+    changes = {METADATA_ENABLED: "true", JAVA_METADATA_PARTITIONS: None, JAVA_METADATA_PARTITIONS_INFLIGHT: value}
+    return _record(storage, changes)
 
 
 def record_metadata_indexes(storage: Storage, indexes: list[str]) -> TableConfig:

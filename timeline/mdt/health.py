@@ -21,7 +21,12 @@ from timeline.errors import BadInputError, CorruptInstantError
 from timeline.errors import MetadataFallbackWarning as MetadataFallbackWarning  # re-exported for readers
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant, State
-from timeline.format.table_config import JAVA_METADATA_PARTITIONS, TableConfig, read_config
+from timeline.format.table_config import (
+    JAVA_METADATA_PARTITIONS,
+    JAVA_METADATA_PARTITIONS_INFLIGHT,
+    TableConfig,
+    read_config,
+)
 from timeline.mdt import hudi_health, hudi_layout, layout
 from timeline.mdt.log import DATA, DecodedLog, LogBlock
 from timeline.mdt.slice_records import valid_instants
@@ -89,18 +94,26 @@ def _hudi_format_problems(
     writing: bool,
     config: TableConfig,
 ) -> list[str]:
-    """An MDT in Hudi's own format (built by Java Hudi): readers list from it when it is whole; writers refuse,
-    since Tandem does not keep it in sync yet."""
+    """An MDT in Hudi's own format: readers need its `files` partition whole; a writer needs every partition
+    it keeps in sync whole, and none it cannot keep (it would fall behind what Java's readers trust)."""
     partitions = config.java_metadata_partitions
-    if writing:
-        return [
-            f"{layout.MDT_DIR} is Java Hudi's own metadata table ({JAVA_METADATA_PARTITIONS}={','.join(partitions)}), "
-            "which Tandem reads but does not keep in sync yet"
-        ]
     if hudi_layout.FILES not in partitions:
         return [f"{JAVA_METADATA_PARTITIONS} does not list the files partition: its initialization did not complete"]
     found = _unmirrored(mdt_timeline, data_timeline)
-    return found + hudi_health.problems(mdt.storage, mdt_timeline, valid_instants(data_timeline, mdt_timeline))
+    is_valid = valid_instants(data_timeline, mdt_timeline)
+    if not writing:
+        return found + hudi_health.problems(mdt.storage, mdt_timeline, is_valid)
+    foreign = [p for p in partitions if p not in hudi_layout.KEPT_BY_TANDEM]
+    if foreign:
+        found.append(
+            f"metadata partition(s) {', '.join(foreign)} ({JAVA_METADATA_PARTITIONS}) are not kept by Tandem; "
+            "a Tandem write would leave them behind"
+        )
+    if config.raw.get(JAVA_METADATA_PARTITIONS_INFLIGHT):
+        found.append(f"metadata partition(s) {config.raw[JAVA_METADATA_PARTITIONS_INFLIGHT]} are being initialized")
+    for partition in (p for p in hudi_layout.KEPT_BY_TANDEM if p in partitions):
+        found += hudi_health.problems(mdt.storage, mdt_timeline, is_valid, partition)
+    return found
 
 
 def _shown(path: str) -> str:

@@ -21,6 +21,10 @@ RECORD_INDEX = "record_index"
 # first, each at its own instant (`partition_init_instant` with offsets 0, 1, 2 ... in this order).
 INIT_ORDER = (FILES, BLOOM_FILTERS, COLUMN_STATS, RECORD_INDEX)
 
+# The partitions a Tandem writer keeps in sync, in the order a delta commit writes them (`files`, whose log is
+# every commit's fence, first); a table with any other built partition is refused to Tandem's writers.
+KEPT_BY_TANDEM = (FILES, COLUMN_STATS, BLOOM_FILTERS)
+
 FILE_ID_PREFIX = {
     FILES: "files-",
     COLUMN_STATS: "col-stats-",

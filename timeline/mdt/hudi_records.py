@@ -60,10 +60,13 @@ def _file_info(info: FileInfo) -> dict[str, Any]:
     return {"size": info.size, "isDeleted": info.is_deleted}
 
 
-def partition_list_record(partitions: Iterable[str], is_deleted: bool = False) -> dict[str, Any]:
+def partition_list_record(
+    partitions: Iterable[str], is_deleted: bool = False, deleted: Iterable[str] = ()
+) -> dict[str, Any]:
     """`createPartitionListRecord`: every partition (by identifier) at size 0, all added or all deleted. Each
-    commit writes one with the partitions it touched."""
+    commit writes one with the partitions it touched. `deleted`: partitions removed in the same record."""
     files = {hudi_keys.partition_identifier(p): _file_info(FileInfo(0, is_deleted)) for p in partitions}
+    files.update({hudi_keys.partition_identifier(p): _file_info(FileInfo(0, True)) for p in deleted})
     return _record(hudi_keys.ALL_PARTITIONS, TYPE_PARTITION_LIST, **{FILES_FIELD: files})
 
 

@@ -40,7 +40,7 @@ _BLOCK_RECORDS: LruCache[tuple[str, str, int, int], list[tuple[str, dict[str, An
 SOLO_PREFIX = "00000000000000"  # instants of partitions initialized on a table with no completed commit
 
 
-def _is_index_instant(time: str) -> bool:
+def is_mdt_only_instant(time: str) -> bool:
     """An MDT-only delta commit Hudi 0.15 counts (HoodieTableMetadataUtil.isValidInstant): a partition's
     initialization (`<T>010` and up, or any `00000000000000…`), or a suffix `001`..`006` (restore sync, indexer)."""
     if time.startswith(SOLO_PREFIX):
@@ -56,7 +56,7 @@ def valid_instants(data_timeline: ActiveTimeline, mdt_timeline: ActiveTimeline) 
         i.time
         for i in mdt_timeline.instants
         if i.state == State.COMPLETED
-        and ((i.action == DELTA_COMMIT and _is_index_instant(i.time)) or i.action in (ROLLBACK, RESTORE))
+        and ((i.action == DELTA_COMMIT and is_mdt_only_instant(i.time)) or i.action in (ROLLBACK, RESTORE))
     )
     completed = data_timeline.completed_times()
     return lambda time: time in completed or time in mdt_valid or data_timeline.is_completed_or_archived(time)

@@ -88,7 +88,11 @@ class MetadataSnapshot:
 
     def record_count(self, partition: str) -> int:
         """Live records of one MDT partition, every key merged (a full read: for reports, not for plans)."""
-        return len(self._read(partition))
+        return len(self.records(partition))
+
+    def records(self, partition: str) -> dict[str, dict]:
+        """Every merged record of one MDT partition, by key (a full read: for checks and reports)."""
+        return self._read(partition)
 
     def files_records(self, keys: Collection[str] | None = None) -> dict[str, dict]:
         """The merged `files` records of `keys` (None: every record), by key; tombstoned entries included."""

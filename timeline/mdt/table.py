@@ -4,6 +4,7 @@ files. Its deltacommits and their rollback are `coordinator.mdt.deltacommit`."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,11 +15,18 @@ from timeline.errors import TandemError
 from timeline.format import properties
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import CLOCK, DELTA_COMMIT, State
-from timeline.format.table_config import TableConfig, read_config
+from timeline.format.table_config import (
+    TableConfig,
+    read_config,
+    record_metadata_initializing,
+    record_metadata_partitions,
+)
 from timeline.io import read_once
 from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
-from timeline.mdt import layout
+from timeline.mdt import file_group_writes, hudi_layout, layout
+from timeline.mdt.hudi_commit_records import listing_records
+from timeline.mdt.hudi_layout import KEPT_BY_TANDEM
 from timeline.mdt.log import (
     SEAL,
     DecodedLog,
@@ -151,13 +159,19 @@ def _cached_log(storage: Storage, path: str) -> DecodedLog:
     return decoded
 
 
+def _no_files(partition: str, _instant: str) -> list[dict]:
+    """The initial records of a partition of a table without files: an empty list of partitions."""
+    return listing_records({}) if partition == hudi_layout.FILES else []
+
+
 class MetadataTable:
     """`<base>/.hoodie/metadata`: a Merge-on-Read table with its own timeline."""
 
     def __init__(self, data_storage: Storage) -> None:
         self.data_storage = data_storage
         self.storage = data_storage.sub(layout.MDT_DIR)
-        self._hudi_format: bool | None = None
+        self._hudi_partitions: list[str] | None = None
+        self._initializing: list[str] = []
 
     def exists(self) -> bool:
         storage = self.data_storage
@@ -167,17 +181,25 @@ class MetadataTable:
 
     def is_hudi_format(self, config: TableConfig | None = None) -> bool:
         """Whether the MDT is in Hudi's own format (HFile base files, Hudi log blocks), decided as Java decides:
-        the data table's `hoodie.table.metadata.partitions` lists `files`. `config`: the data table's properties
+        the data table's `hoodie.table.metadata.partitions` lists `files` (or its `.inflight` record does, while a
+        Tandem writer initializes it: then the health check finds it incomplete). `config`: the data table's properties
         as the caller just read them (the health check, before each read); the answer is kept for the reader
         that follows, so deciding costs no request of its own."""
+        if layout.FILES_PARTITION in self.hudi_partitions(config):
+            return True
+        return layout.FILES_PARTITION in self._initializing
+
+    def hudi_partitions(self, config: TableConfig | None = None) -> list[str]:
+        """The MDT partitions the data table records as built in Hudi's format (`is_hudi_format` keeps them)."""
+        if config is None and self._hudi_partitions is None:
+            config = read_config(self.data_storage)
         if config is not None:
-            self._hudi_format = layout.FILES_PARTITION in config.java_metadata_partitions
-        elif self._hudi_format is None:
-            self._hudi_format = layout.FILES_PARTITION in read_config(self.data_storage).java_metadata_partitions
-        return self._hudi_format
+            self._hudi_partitions = config.java_metadata_partitions
+            self._initializing = config.java_metadata_partitions_inflight
+        return self._hudi_partitions
 
     def create(self, table_name: str) -> None:
-        """Write the MDT's `hoodie.properties`; the initial slice needs no files."""
+        """Write the MDT's `hoodie.properties` in Tandem's previous format; the initial slice needs no files."""
         props = {
             "hoodie.table.name": f"{table_name}_metadata",
             "hoodie.table.type": "MERGE_ON_READ",
@@ -189,14 +211,34 @@ class MetadataTable:
             "hoodie.archivelog.folder": "archived",
             "hoodie.table.timeline.timezone": "UTC",
         }
-        self._hudi_format = False
+        self._hudi_partitions, self._initializing = [], []
         self.storage.makedirs(".hoodie/archived")
         self.storage.makedirs(layout.FILES_PARTITION)
         if not self.storage.create_if_absent(".hoodie/hoodie.properties", properties.dumps(props).encode()):
             raise TandemError(f"{self.storage.uri('')} already exists")
 
+    def create_in_hudi_format(
+        self,
+        table_name: str,
+        indexes: Sequence[str] = (),
+        start: str = hudi_layout.SOLO_COMMIT_TIMESTAMP,
+        records_of: Callable[[str, str], Sequence[Mapping]] | None = None,
+    ) -> list[str]:
+        """Build the MDT in Hudi's format: `files` and the index partitions of `indexes`, each initialized with
+        `records_of(partition, instant)` (none: a table without files) after data instant `start`; the data
+        table records the partitions as being initialized first, so a crash part-way leaves an MDT readers
+        and writers know to be incomplete. Returns the initial delta commits' instants."""
+        partitions = [
+            p for p in hudi_layout.INIT_ORDER if p == hudi_layout.FILES or (p in indexes and p in KEPT_BY_TANDEM)
+        ]
+        record_metadata_initializing(self.data_storage, partitions)
+        self.delete()
+        times = file_group_writes.initialize(self.storage, table_name, partitions, start, records_of or _no_files)
+        self.is_hudi_format(record_metadata_partitions(self.data_storage, partitions))
+        return times
+
     def delete(self) -> None:
-        self._hudi_format = None
+        self._hudi_partitions = None
         self.data_storage.delete_dir(layout.MDT_DIR)
 
     def timeline(self) -> ActiveTimeline:

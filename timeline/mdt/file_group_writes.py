@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from timeline.crash_points import crash_point, register
 from timeline.errors import ConflictError, CorruptInstantError
 from timeline.format import properties
 from timeline.format.active_timeline import ActiveTimeline
@@ -43,6 +44,7 @@ from timeline.mdt.hudi_schema import stored_schema_json
 from timeline.mdt.slice_records import read_group
 
 TOKEN = "0-0-0"
+PARTITION_BUILT = register("mdt.initialize.partition", "one MDT partition's initial delta commit completed")
 BASE_BLOCK_SIZE = 1 << 20  # HFile blocks of Hudi's metadata-table base files (hoodie.hfile.block.size)
 
 
@@ -125,6 +127,29 @@ def initialize_partition(
         written.append(WrittenFile(partition, file_id, path, len(data), instant, len(group_records)))
     mdt.sync_dirs([partition])
     return written
+
+
+def initialize(
+    mdt: Storage,
+    data_table_name: str,
+    partitions: Sequence[str],
+    start: str,
+    records_of: Callable[[str, str], Sequence[Mapping]],
+) -> list[str]:
+    """A new MDT under `mdt`: its `hoodie.properties`, then each of `partitions` (in Hudi's order) as a bulk
+    insert delta commit at `<start><010 + n>` of `records_of(partition, instant)`; the instants, in order.
+    `start` is the data table's last completed instant (`SOLO_COMMIT_TIMESTAMP` when it has none)."""
+    create_table(mdt, data_table_name)
+    timeline = ActiveTimeline.load(mdt, ".hoodie")
+    times = []
+    for offset, partition in enumerate(partitions):
+        time = hudi_layout.partition_init_instant(start, offset)
+        count = hudi_layout.DEFAULT_FILE_GROUP_COUNT[partition]
+        written = initialize_partition(mdt, partition, time, records_of(partition, time), count)
+        complete_delta_commit(timeline, time, written, "BULK_INSERT")
+        crash_point(PARTITION_BUILT)
+        times.append(time)
+    return times
 
 
 def _claim_next_log(
@@ -215,16 +240,21 @@ def complete_delta_commit(
     timeline: ActiveTimeline, instant: str, written: Sequence[WrittenFile], operation: str
 ) -> None:
     """`instant.deltacommit` (requested, inflight, completed) naming every file it wrote, by MDT partition."""
-    meta = CommitMetadata(operation_type=operation, schema=stored_schema_json())
-    for file in written:
-        meta.add(file.write_stat())
     found = timeline.find(instant)
     pending = Instant(instant, DELTA_COMMIT, State.REQUESTED)
     if found is None:
         timeline.create_requested(pending)
     if found is None or found.state == State.REQUESTED:
         timeline.transition_to_inflight(pending)
-    timeline.complete(pending, meta.to_json_bytes())
+    timeline.complete(pending, delta_commit_metadata(written, operation))
+
+
+def delta_commit_metadata(written: Sequence[WrittenFile], operation: str) -> bytes:
+    """A delta commit's completed content: the files it wrote, by MDT partition, and the record schema."""
+    meta = CommitMetadata(operation_type=operation, schema=stored_schema_json())
+    for file in written:
+        meta.add(file.write_stat())
+    return meta.to_json_bytes()
 
 
 def compaction_operation(found: FileSlice, logs: Sequence[LogFile]) -> CompactionOperation:

@@ -1,0 +1,231 @@
+"""Delta commits, and their rollback, on a metadata table in Hudi's format (`file_group_writes` lays the files
+down): the same protocol as the previous format, in Hudi's files.
+
+- A delta commit writes, in each MDT partition the data table records as built, one log per file group its
+  records map to, `files` first. `files` always gets one (every commit names its partitions in
+  `__all_partitions__`), so its create-if-absent claim is every commit's fence, as the one log was before.
+- Each group's writer slice is the one Hudi's writer picks: the slice of a pending compaction that plans the
+  group, else its latest slice on the timeline. A slice whose last log is a seal with no plan yet is refused
+  (housekeeping plans it first).
+- `column_stats` and `bloom_filters` records come from the Parquet footers of the files the commit added, as
+  Java builds them; a deleted file gets a tombstone for each column of the table's schema and its filter.
+- A rollback (`deltacommit.rollback` claims the decision first) appends a rollback command block to every group
+  of every kept partition: blocks are never deleted, so a writer with a stale view cannot reuse a version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from coordinator.mdt import steps
+from timeline.crash_points import crash_point
+from timeline.errors import CorruptInstantError, FencedError, TandemError
+from timeline.format import avro_metadata
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.avro_schema import avro_to_arrow
+from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant, State
+from timeline.format.meta_fields import META_COLUMNS
+from timeline.hudi_log import HudiLogError
+from timeline.io.storage import Storage
+from timeline.mdt import file_group_writes as writes
+from timeline.mdt import hudi_commit_records, hudi_records
+from timeline.mdt import records as rec
+from timeline.mdt.file_slices import FileGroup, TimelineFacts, list_file_groups
+from timeline.mdt.hudi_layout import BLOOM_FILTERS, COLUMN_STATS, FILES, KEPT_BY_TANDEM
+from timeline.mdt.slice_records import log_blocks
+from timeline.mdt.table import MetadataTable
+from timeline.metrics import METRICS, SYNC
+
+SEAL_MAX_BYTES = 1024  # a seal (an empty delete block) is smaller; a data block carries a schema of several KB
+FOOTER_THREADS = 16
+
+
+def kept_partitions(mdt: MetadataTable) -> list[str]:
+    """The built partitions a Tandem writer keeps in sync, `files` first."""
+    built = mdt.hudi_partitions()
+    return [p for p in KEPT_BY_TANDEM if p in built]
+
+
+def planned_groups(mdt: Storage, timeline: ActiveTimeline) -> dict[str, str]:
+    """file id -> the pending compaction that plans it (the latest, if several)."""
+    planned: dict[str, str] = {}
+    for instant in sorted(timeline.instants, key=lambda i: i.time):
+        if instant.action == COMPACTION and instant.state != State.COMPLETED:
+            plan = timeline.avro(Instant(instant.time, COMPACTION, State.REQUESTED))
+            planned.update({op.file_id: instant.time for op in avro_metadata.compaction_operations(plan)})
+    return planned
+
+
+def writer_slices(mdt: Storage, timeline: ActiveTimeline, groups: Sequence[FileGroup]) -> dict[str, str]:
+    """file id -> the base instant of the slice a new log of each group goes to; TandemError when a group's
+    slice is sealed for a compaction that was never planned, or a group has no slice on the timeline."""
+    facts = TimelineFacts.of(timeline)
+    planned = planned_groups(mdt, timeline)
+    out = {}
+    for group in groups:
+        counted = [b for b in group.slices if facts.counts(b)]
+        if group.file_id in planned:
+            counted.append(planned[group.file_id])
+        if not counted:
+            raise TandemError(f"metadata file group {group.file_id} has no slice on the metadata timeline")
+        out[group.file_id] = max(counted)
+        if out[group.file_id] not in facts.pending_compactions:
+            _refuse_orphan_seal(mdt, group, out[group.file_id], facts)
+    return out
+
+
+def top_seal(mdt: Storage, group: FileGroup, base_instant: str) -> tuple[int, str] | None:
+    """(version, compaction) when the last log of a group's slice is a seal; None otherwise."""
+    found = group.slices.get(base_instant)
+    if found is None or not found.logs:
+        return None
+    top = found.logs[-1]
+    if top.size > SEAL_MAX_BYTES:
+        return None
+    try:
+        blocks = log_blocks(mdt, top.path, top.size)
+    except (HudiLogError, FileNotFoundError):
+        return None
+    target = next((t for t in map(writes.seal_target, blocks) if t is not None), None)
+    return (top.name.version, target) if target is not None else None
+
+
+def _refuse_orphan_seal(mdt: Storage, group: FileGroup, base_instant: str, facts: TimelineFacts) -> None:
+    """A seal is history once its compaction is on the timeline (a group the compaction found empty keeps
+    its slice, as in Java); one whose compaction is not there yet must be planned before anything lands above."""
+    seal = top_seal(mdt, group, base_instant)
+    if seal is not None and seal[1] not in facts.write_times:
+        raise TandemError(
+            f"metadata file group {group.file_id} is sealed for compaction {seal[1]}, which is not planned; "
+            "run `tandem recover`"
+        )
+
+
+def files_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The `files` records, in Hudi's payload, of the seed-format records a commit, clean or rollback produces
+    (`timeline.mdt.records`): the same keys, additions and tombstones, `__all_partitions__` always among them."""
+    out = []
+    for record in records:
+        entries = record.get("filesystemMetadata") or {}
+        added = {name: info["size"] for name, info in entries.items() if not info["isDeleted"]}
+        deleted = sorted(name for name, info in entries.items() if info["isDeleted"])
+        if record["key"] == rec.ALL_PARTITIONS:
+            out.append(
+                hudi_records.partition_list_record(
+                    [rec.data_partition(k) for k in added], deleted=[rec.data_partition(k) for k in deleted]
+                )
+            )
+        else:
+            out.append(hudi_records.file_list_record(rec.data_partition(record["key"]), added, deleted))
+    if not any(r["key"] == rec.ALL_PARTITIONS for r in out):
+        out.insert(0, hudi_records.partition_list_record([]))
+    return out
+
+
+def _changed_files(records: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(added, deleted) data files, as (partition, name), of seed-format `files` records."""
+    added, deleted = [], []
+    for record in records:
+        if record["key"] == rec.ALL_PARTITIONS:
+            continue
+        partition = rec.data_partition(record["key"])
+        for name, info in (record.get("filesystemMetadata") or {}).items():
+            (deleted if info["isDeleted"] else added).append((partition, name))
+    return added, deleted
+
+
+def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMetaData]:
+    """The Parquet footer of each (partition, name) data file, read in parallel on S3."""
+
+    def footer(file: tuple[str, str]) -> pq.FileMetaData:
+        with data.open_input(f"{file[0]}/{file[1]}" if file[0] else file[1]) as handle:
+            return pq.ParquetFile(handle).metadata
+
+    if not data.is_s3 or len(files) < 2:
+        return [footer(f) for f in files]
+    with ThreadPoolExecutor(min(FOOTER_THREADS, len(files))) as pool:
+        return list(pool.map(footer, files))
+
+
+def _indexed_columns(data: Storage) -> list[str]:
+    """The columns a deleted file's statistics are tombstoned for: the meta columns and the table schema's
+    top-level fields (the columns Hudi indexes)."""
+    schema = ActiveTimeline.load(data, ".hoodie").latest_schema()
+    names = avro_to_arrow(schema).names if schema else []
+    return list(dict.fromkeys([*META_COLUMNS, *names]))
+
+
+def index_records(
+    mdt: MetadataTable, time: str, partitions: Sequence[str], records: Sequence[Mapping[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """The `column_stats` and `bloom_filters` records of the files `records` add and delete."""
+    wanted = [p for p in partitions if p in (COLUMN_STATS, BLOOM_FILTERS)]
+    if not wanted:
+        return {}
+    added, deleted = _changed_files(records)
+    read = list(zip(added, footers(mdt.data_storage, added), strict=True))
+    out: dict[str, list[dict[str, Any]]] = {}
+    if COLUMN_STATS in wanted:
+        stats = [r for (p, n), f in read for r in hudi_commit_records.column_stats_records(p, n, f)]
+        columns = _indexed_columns(mdt.data_storage) if deleted else []
+        stats += [hudi_records.column_stats_tombstone(p, n, c) for p, n in deleted for c in columns]
+        out[COLUMN_STATS] = stats
+    if BLOOM_FILTERS in wanted:
+        blooms = hudi_commit_records.bloom_filter_records(time, [(p, n, f) for (p, n), f in read])
+        blooms += [hudi_records.bloom_filter_tombstone(p, n, time) for p, n in deleted]
+        out[BLOOM_FILTERS] = blooms
+    return out
+
+
+def apply(
+    mdt: MetadataTable,
+    time: str,
+    records: list[dict],
+    timeline: ActiveTimeline | None = None,
+    footprint: set[tuple[str, str]] | None = None,
+) -> list[str]:
+    """MDT delta commit `time` of the seed-format `files` records: requested -> inflight (with the data
+    instant's footprint) -> one log per file group written to -> completed. Returns the logs written."""
+    with METRICS.timed(SYNC):
+        timeline = timeline or mdt.timeline()
+        existing = timeline.find(time)
+        if existing is not None and existing.is_completed:
+            raise FencedError(f"metadata deltacommit {time} is already completed: another process completed it")
+        instant = Instant(time, DELTA_COMMIT, State.REQUESTED)
+        if existing is None:
+            timeline.create_requested(instant)
+            crash_point(steps.DELTA_REQUESTED)
+        timeline.transition_to_inflight(instant, steps.encode_footprint(footprint or set()))
+        crash_point(steps.DELTA_INFLIGHT)
+        partitions = kept_partitions(mdt)
+        by_partition = {FILES: files_records(records), **index_records(mdt, time, partitions, records)}
+        written: list[writes.WrittenFile] = []
+        for partition in partitions:
+            if not by_partition.get(partition):
+                continue
+            groups = list_file_groups(mdt.storage, partition)
+            if not groups:
+                raise CorruptInstantError(f"metadata partition {partition} has no file group")
+            slices = writer_slices(mdt.storage, timeline, groups)
+            written += writes.write_logs(mdt.storage, partition, time, by_partition[partition], groups, slices)
+        crash_point(steps.DELTA_LOG)
+        timeline.complete(instant, writes.delta_commit_metadata(written, "UPSERT_PREPPED"))
+        crash_point(steps.DELTA_COMPLETE)
+        return [w.path for w in written]
+
+
+def undo(mdt: MetadataTable, timeline: ActiveTimeline, record_time: str, time: str, action: str) -> None:
+    """A rollback command block naming `time` in every group of every kept partition, then `time`'s MDT
+    instant files deleted. Repeating it appends the blocks again, which changes nothing a reader sees."""
+    for partition in kept_partitions(mdt):
+        groups = list_file_groups(mdt.storage, partition)
+        if groups:
+            slices = writer_slices(mdt.storage, timeline, groups)
+            writes.write_rollback_logs(mdt.storage, record_time, time, groups, slices)
+    crash_point(steps.ROLLBACK_LOGS)
+    timeline.delete_instant_files(time, action)
+    crash_point(steps.ROLLBACK_INSTANT)

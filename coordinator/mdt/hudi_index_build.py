@@ -1,0 +1,133 @@
+"""Turning an index partition on or off in a metadata table in Hudi's format, as Java's indexer does: a new
+partition is recorded as being built, initialized whole from the live files' Parquet footers as a bulk insert
+delta commit at `<last completed data instant><010 + n>`, then recorded as built; from then on every delta
+commit keeps it. A partition turned off leaves the record first, then its files go."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass, field
+
+from coordinator.mdt.hudi_deltacommit import footers
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.table_config import read_config, record_metadata_indexes, record_metadata_partitions
+from timeline.mdt import file_group_writes as writes
+from timeline.mdt import hudi_commit_records, hudi_records
+from timeline.mdt.hudi_layout import (
+    BLOOM_FILTERS,
+    COLUMN_STATS,
+    DEFAULT_FILE_GROUP_COUNT,
+    INIT_ORDER,
+    KEPT_BY_TANDEM,
+    SOLO_COMMIT_TIMESTAMP,
+    partition_init_instant,
+)
+from timeline.mdt.snapshot import MetadataSnapshot
+from timeline.mdt.table import MetadataTable
+
+
+def add_partitions(
+    mdt: MetadataTable, data_timeline: ActiveTimeline, wanted: Sequence[str], live: Sequence[tuple[str, str]]
+) -> str | None:
+    """Build the index partitions of `wanted` the MDT lacks from the `live` (partition, file) data files (call
+    under the lock, nothing pending); the first new partition's instant, or None when all were built."""
+    config = read_config(mdt.data_storage)
+    built = config.java_metadata_partitions
+    new = [p for p in INIT_ORDER if p in wanted and p in KEPT_BY_TANDEM and p not in built]
+    if not new:
+        return None
+    record_metadata_partitions(mdt.data_storage, built, inflight=new)
+    record_metadata_indexes(mdt.data_storage, sorted(set(config.metadata_indexes) | set(new)))
+    timeline = mdt.timeline()
+    taken = {i.time for i in timeline.instants}
+    start = max(data_timeline.completed_times(), default=SOLO_COMMIT_TIMESTAMP)
+    read = list(zip(live, footers(mdt.data_storage, live), strict=True))
+    times = []
+    offset = 0
+    for partition in new:
+        while partition_init_instant(start, offset) in taken:
+            offset += 1
+        time = partition_init_instant(start, offset)
+        taken.add(time)
+        if partition == COLUMN_STATS:
+            records = [r for (p, n), f in read for r in hudi_commit_records.column_stats_records(p, n, f)]
+        else:
+            records = hudi_commit_records.bloom_filter_records(time, [(p, n, f) for (p, n), f in read])
+        count = DEFAULT_FILE_GROUP_COUNT[partition]
+        written = writes.initialize_partition(mdt.storage, partition, time, records, count)
+        writes.complete_delta_commit(timeline, time, written, "BULK_INSERT")
+        times.append(time)
+    mdt.is_hudi_format(record_metadata_partitions(mdt.data_storage, [*built, *new]))
+    return times[0]
+
+
+def drop_partitions(mdt: MetadataTable, unwanted: Sequence[str]) -> list[str]:
+    """Turn index partitions off: out of both records first (writers and readers stop using them), then their
+    files deleted; the partitions dropped."""
+    config = read_config(mdt.data_storage)
+    dropped = [p for p in unwanted if p in config.java_metadata_partitions or p in config.metadata_indexes]
+    if not dropped:
+        return []
+    record_metadata_indexes(mdt.data_storage, [i for i in config.metadata_indexes if i not in dropped])
+    kept = [p for p in config.java_metadata_partitions if p not in dropped]
+    mdt.is_hudi_format(record_metadata_partitions(mdt.data_storage, kept))
+    for partition in dropped:
+        mdt.storage.delete_dir(partition)
+    return dropped
+
+
+@dataclass
+class PartitionCheck:
+    """An index partition against the records recomputed from the live files: `missing` live files without
+    records and `wrong` ones whose records differ, as (partition, file); `stale` the keys of records of files
+    that are not live."""
+
+    partition: str
+    missing: list[tuple[str, str]] = field(default_factory=list)
+    wrong: list[tuple[str, str]] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+
+
+def _comparable(partition: str, record: dict) -> tuple:
+    """What a record says about its file: the statistics, or the filter (not the instant that wrote it)."""
+    if partition == COLUMN_STATS:
+        return astuple(hudi_records.column_stats_of(record))
+    bloom = hudi_records.bloom_filter_of(record)
+    return bloom.type, bytes(bloom.bloom_filter), bloom.is_deleted
+
+
+def validate(
+    mdt: MetadataTable, data_timeline: ActiveTimeline, live: Sequence[tuple[str, str]]
+) -> list[PartitionCheck]:
+    """Every index partition the MDT has, record by record against the live files' footers."""
+    built = [p for p in mdt.hudi_partitions() if p in (COLUMN_STATS, BLOOM_FILTERS)]
+    if not built:
+        return []
+    snapshot = MetadataSnapshot.open(mdt.storage, mdt.timeline(), data_timeline)
+    read = list(zip(live, footers(mdt.data_storage, live), strict=True))
+    checks = []
+    for partition in built:
+        check = PartitionCheck(partition)
+        computed: dict[str, tuple[tuple[str, str], dict]] = {}
+        for (p, n), footer in read:
+            if partition == COLUMN_STATS:
+                records = hudi_commit_records.column_stats_records(p, n, footer)
+            else:
+                records = hudi_commit_records.bloom_filter_records("", [(p, n, footer)])
+            computed.update({r["key"]: ((p, n), r) for r in records})
+        stored = {k: r for k, r in snapshot.records(partition).items() if not _is_tombstone(partition, r)}
+        for key, (file, record) in computed.items():
+            if key not in stored:
+                check.missing.append(file)
+            elif _comparable(partition, stored[key]) != _comparable(partition, record):
+                check.wrong.append(file)
+        check.stale = sorted(k for k in stored if k not in computed)
+        check.missing, check.wrong = sorted(set(check.missing)), sorted(set(check.wrong))
+        checks.append(check)
+    return checks
+
+
+def _is_tombstone(partition: str, record: dict) -> bool:
+    if partition == COLUMN_STATS:
+        return hudi_records.column_stats_of(record).is_deleted
+    return hudi_records.bloom_filter_of(record).is_deleted
