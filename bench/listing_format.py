@@ -26,11 +26,11 @@ import pyarrow as pa
 
 from bench.listing import ONE, build, bulk_commit
 from bench.report import interleaved, summarize, write_report
-from timeline.mdt.file_group_writes import complete_delta_commit, create_table, initialize_partition, write_logs
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.table_config import record_metadata_partitions
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_records
+from timeline.mdt.file_group_writes import complete_delta_commit, create_table, initialize_partition, write_logs
 from timeline.mdt.file_slices import list_file_groups
 from timeline.mdt.hudi_commit_records import listing_records
 from timeline.mdt.hudi_layout import partition_init_instant

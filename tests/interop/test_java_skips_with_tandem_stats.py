@@ -17,12 +17,12 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from timeline.mdt.file_group_writes import complete_delta_commit, initialize_partition
 from tests.interop.test_java_uses_tandem_mdt import WITHOUT_MDT, initialize, rows
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.table_config import record_metadata_partitions
 from timeline.io.storage import Storage
 from timeline.mdt import hudi_records
+from timeline.mdt.file_group_writes import complete_delta_commit, initialize_partition
 from timeline.mdt.hudi_commit_records import column_stats
 from timeline.mdt.hudi_layout import COLUMN_STATS, FILES, partition_init_instant
 from timeline.mdt.hudi_values import wrap

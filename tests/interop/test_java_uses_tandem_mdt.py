@@ -18,6 +18,15 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tests.hudi_reference.java_mdt import snapshot, storage_files
+from timeline.format import avro_metadata
+from timeline.format.action_metadata import rollback_metadata, rollback_plan
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.instant import CLOCK, COMMIT, COMPACTION, DELTA_COMMIT, ROLLBACK, Instant, State
+from timeline.format.table_config import read_config, record_metadata_partitions
+from timeline.hudi_log import read_blocks
+from timeline.io.storage import Storage
+from timeline.mdt import hudi_records
 from timeline.mdt.file_group_writes import (
     compact_group,
     compaction_operation,
@@ -30,15 +39,6 @@ from timeline.mdt.file_group_writes import (
     write_rollback_logs,
     write_seals,
 )
-from tests.hudi_reference.java_mdt import snapshot, storage_files
-from timeline.format import avro_metadata
-from timeline.format.action_metadata import rollback_metadata, rollback_plan
-from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.instant import CLOCK, COMMIT, COMPACTION, DELTA_COMMIT, ROLLBACK, Instant, State
-from timeline.format.table_config import read_config, record_metadata_partitions
-from timeline.hudi_log import read_blocks
-from timeline.io.storage import Storage
-from timeline.mdt import hudi_records
 from timeline.mdt.file_slices import TimelineFacts, list_file_groups
 from timeline.mdt.hudi_commit_records import listing_records
 from timeline.mdt.hudi_layout import FILES, compaction_instant, partition_init_instant
