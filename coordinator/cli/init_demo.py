@@ -18,6 +18,14 @@ from timeline.errors import BadInputError
 @click.option("--hive-style", is_flag=True, help="Partition folders named col=value.")
 @click.option("--precombine", default=None, help="Column whose largest value wins among duplicate keys.")
 @click.option(
+    "--metadata-format",
+    type=click.Choice(["tandem", "hudi"]),
+    default="tandem",
+    show_default=True,
+    help="The metadata table's files: Hudi's own (HFile and Hudi log blocks, listed from by every Hudi engine) "
+    "or Tandem's.",
+)
+@click.option(
     "--lock", "lock_uri", default=None, envvar="TANDEM_LOCK", help="[env TANDEM_LOCK] Lock URI, as for `write`."
 )
 def init(
@@ -27,6 +35,7 @@ def init(
     partition_by: str | None,
     hive_style: bool,
     precombine: str | None,
+    metadata_format: str,
     lock_uri: str | None,
 ):
     """Create an empty Copy-on-Write table (Hudi table version 6)."""
@@ -35,7 +44,16 @@ def init(
     from timeline.io.storage import Storage
     from timeline.table import Table
 
-    create = partial(Table.create, path, name, _fields(record_key), _fields(partition_by), hive_style, precombine)
+    create = partial(
+        Table.create,
+        path,
+        name,
+        _fields(record_key),
+        _fields(partition_by),
+        hive_style,
+        precombine,
+        hudi_format=metadata_format == "hudi",
+    )
     if Storage(path).require_fencing(lock_uri or "file"):
         table = create()
     else:  # the override: only the external lock keeps two inits apart

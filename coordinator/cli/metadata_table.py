@@ -52,8 +52,16 @@ def _index_names(text: str) -> list[str]:
     show_default=True,
     help="Where index builds read the files' footers: local threads, or Spark's executors.",
 )
+@click.option(
+    "--format",
+    "file_format",
+    type=click.Choice(["tandem", "hudi"]),
+    default="tandem",
+    show_default=True,
+    help="The metadata table's files: Hudi's own (listed from by every Hudi engine) or Tandem's.",
+)
 @coordinator_options
-def metadata_create(path: str, index: str, engine: str, lock_uri: str | None, settings: tuple):
+def metadata_create(path: str, index: str, engine: str, file_format: str, lock_uri: str | None, settings: tuple):
     """Build the metadata table (from a storage listing) and turn on indexes (from the files' footers)."""
     from coordinator.mdt.bootstrap import initialize
     from timeline.mdt.reader import MetadataReader
@@ -62,7 +70,7 @@ def metadata_create(path: str, index: str, engine: str, lock_uri: str | None, se
     table = open_table(path)
     if not table.metadata().exists() or "files" in wanted and not table.has_metadata_table():
         with console().status("listing storage and writing the metadata table"):
-            time = initialize(table.metadata(), table.config.name, table.timeline())
+            time = initialize(table.metadata(), table.config.name, table.timeline(), file_format == "hudi")
         partitions = MetadataReader(table.metadata(), table.timeline()).all_partitions()
         click.echo(f"created the metadata table at {time}: {len(partitions)} partition(s)")
     extra = [w for w in wanted if w != "files"]

@@ -28,8 +28,11 @@ from timeline.format import avro_metadata
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_schema import avro_to_arrow
 from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant, State
-from timeline.format.meta_fields import META_COLUMNS
+from timeline.format.keys import record_keys
+from timeline.format.meta_fields import META_COLUMNS, RECORD_KEY
+from timeline.format.table_config import TableConfig, read_config
 from timeline.hudi_log import HudiLogError
+from timeline.index.hudi_bloom import SIMPLE, create_bloom_filter, from_footer
 from timeline.io.storage import Storage
 from timeline.mdt import file_group_writes as writes
 from timeline.mdt import hudi_commit_records, hudi_records
@@ -151,6 +154,37 @@ def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMeta
         return list(pool.map(footer, files))
 
 
+def _file_keys(data: Storage, config: TableConfig, file: tuple[str, str]) -> list[str]:
+    """The record keys a data file holds: its `_hoodie_record_key` column, else built from the key fields."""
+    with data.open_input(f"{file[0]}/{file[1]}" if file[0] else file[1]) as handle:
+        parquet = pq.ParquetFile(handle)
+        if config.populate_meta_fields and RECORD_KEY in parquet.schema_arrow.names:
+            keys = parquet.read(columns=[RECORD_KEY]).column(RECORD_KEY)
+        else:
+            keys = record_keys(parquet.read(columns=config.record_key_fields), config.record_key_fields)
+    return [k for k in keys.to_pylist() if k]
+
+
+def bloom_filter_records(
+    data: Storage, time: str, files: Sequence[tuple[tuple[str, str], pq.FileMetaData]]
+) -> list[dict[str, Any]]:
+    """The `bloom_filters` record of each data file: the filter its footer carries (Java's files), else a
+    SIMPLE filter of its record keys at Hudi's default false-positive rate, sized for exactly those keys (a
+    base file never grows). Tandem's files carry none in their footers; every file needs one, or Java's bloom
+    index fails on it."""
+    with_footer = [(p, n, f) for (p, n), f in files if from_footer(f.metadata) is not None]
+    records = hudi_commit_records.bloom_filter_records(time, with_footer)
+    config = read_config(data) if len(with_footer) < len(files) else None
+    for (partition, name), footer in files:
+        if from_footer(footer.metadata) is None:
+            keys = _file_keys(data, config, (partition, name))
+            bloom = create_bloom_filter(max(len(keys), 1), type_code=SIMPLE)
+            bloom.add_many(keys)
+            data_bytes = bloom.serialize_to_string().encode()
+            records.append(hudi_records.bloom_filter_record(partition, name, time, bloom.type_code, data_bytes))
+    return records
+
+
 def _indexed_columns(data: Storage) -> list[str]:
     """The columns a deleted file's statistics are tombstoned for: the meta columns and the table schema's
     top-level fields (the columns Hudi indexes)."""
@@ -175,7 +209,7 @@ def index_records(
         stats += [hudi_records.column_stats_tombstone(p, n, c) for p, n in deleted for c in columns]
         out[COLUMN_STATS] = stats
     if BLOOM_FILTERS in wanted:
-        blooms = hudi_commit_records.bloom_filter_records(time, [(p, n, f) for (p, n), f in read])
+        blooms = bloom_filter_records(mdt.data_storage, time, read)
         blooms += [hudi_records.bloom_filter_tombstone(p, n, time) for p, n in deleted]
         out[BLOOM_FILTERS] = blooms
     return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, field
 
-from coordinator.mdt.hudi_deltacommit import footers
+from coordinator.mdt.hudi_deltacommit import bloom_filter_records, footers
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.table_config import read_config, record_metadata_indexes, record_metadata_partitions
 from timeline.mdt import file_group_writes as writes
@@ -52,7 +52,7 @@ def add_partitions(
         if partition == COLUMN_STATS:
             records = [r for (p, n), f in read for r in hudi_commit_records.column_stats_records(p, n, f)]
         else:
-            records = hudi_commit_records.bloom_filter_records(time, [(p, n, f) for (p, n), f in read])
+            records = bloom_filter_records(mdt.data_storage, time, read)
         count = DEFAULT_FILE_GROUP_COUNT[partition]
         written = writes.initialize_partition(mdt.storage, partition, time, records, count)
         writes.complete_delta_commit(timeline, time, written, "BULK_INSERT")
@@ -113,7 +113,7 @@ def validate(
             if partition == COLUMN_STATS:
                 records = hudi_commit_records.column_stats_records(p, n, footer)
             else:
-                records = hudi_commit_records.bloom_filter_records("", [(p, n, footer)])
+                records = bloom_filter_records(mdt.data_storage, "", [((p, n), footer)])
             computed.update({r["key"]: ((p, n), r) for r in records})
         stored = {k: r for k, r in snapshot.records(partition).items() if not _is_tombstone(partition, r)}
         for key, (file, record) in computed.items():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from coordinator.mdt.hudi_deltacommit import footers
+from coordinator.mdt.hudi_deltacommit import bloom_filter_records, footers
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.mdt import hudi_commit_records
 from timeline.mdt.hudi_layout import COLUMN_STATS, FILES, SOLO_COMMIT_TIMESTAMP
@@ -39,7 +39,7 @@ def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimelin
             read.extend(zip(named, footers(mdt.data_storage, named), strict=True))
         if partition == COLUMN_STATS:
             return [r for (p, n), f in read for r in hudi_commit_records.column_stats_records(p, n, f)]
-        return hudi_commit_records.bloom_filter_records(time, [(p, n, f) for (p, n), f in read])
+        return bloom_filter_records(mdt.data_storage, time, read)
 
     start = max(data_timeline.completed_times(), default=SOLO_COMMIT_TIMESTAMP)
     return mdt.create_in_hudi_format(table_name, indexes, start, records_of)[0]

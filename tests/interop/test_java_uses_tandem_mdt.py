@@ -18,6 +18,10 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from coordinator.config import CoordinatorConfig
+from coordinator.mdt import index_build
+from coordinator.mdt.bootstrap import validate
+from coordinator.write.writer import LocalWriter
 from tests.hudi_reference.java_mdt import snapshot, storage_files
 from timeline.format import avro_metadata
 from timeline.format.action_metadata import rollback_metadata, rollback_plan
@@ -44,6 +48,7 @@ from timeline.mdt.hudi_commit_records import listing_records
 from timeline.mdt.hudi_layout import FILES, compaction_instant, partition_init_instant
 from timeline.mdt.slice_records import valid_instants
 from timeline.mdt.storage_listing import list_storage
+from timeline.table import Table
 
 OPTIONS = {
     "hoodie.table.name": "uses_tandem_mdt",
@@ -239,3 +244,72 @@ def test_java_reads_through_and_after_a_tandem_compaction(java_hudi, tmp_path):
     assert read_ids(java_hudi, base, metadata=True) == read_ids(java_hudi, base, metadata=False) == expected
     view = snapshot(base)
     assert view.files(view.partitions()) == storage_files(base, ["p0", "p1", "p2"])
+
+
+def test_java_lists_skips_and_continues_the_metadata_table_of_a_tandem_table(java_hudi, java_hudi_1x, tmp_path):
+    """A table Tandem creates with its metadata table in Hudi's format (`files` and both indexes), written by
+    Tandem's writer through compactions and a clean of the metadata table. Java (0.15 and 1.2) lists from it,
+    Java 0.15's data skipping prunes with its statistics, a Java writer continues it through a compaction of
+    its own, and Tandem continues after Java: every reader agrees with storage throughout."""
+    from tests.interop.test_java_skips_with_tandem_stats import WHERES, _count
+
+    base = str(tmp_path / "table")
+    table = Table.create(base, "uses_tandem_mdt", ["id"], ["part"], precombine_field="ts", hudi_format=True)
+    assert read_config(Storage(base)).java_metadata_partitions == ["bloom_filters", "column_stats", "files"]
+    writer = LocalWriter(table, coordinator=CoordinatorConfig(max_delta_commits=3, lock_uri="memory"))
+    expected: set[str] = set()
+    for version in range(1, 10):
+        ids = range(version * 7, version * 7 + 12)
+        writer.write(rows(ids, version), "upsert")
+        expected |= {f"k{i:04d}" for i in ids}
+    mdt_timeline = ActiveTimeline.load(Storage(base).sub(".hoodie/metadata"), ".hoodie")
+    assert sum(i.action == COMPACTION and i.is_completed for i in mdt_timeline.instants) >= 3
+    assert any(i.action == "clean" and i.is_completed for i in mdt_timeline.instants)
+    first = min(i.time for i in mdt_timeline.instants)
+    tandem_compactions = {i.time for i in mdt_timeline.completed() if i.action == COMPACTION}
+    assert read_ids(java_hudi, base, metadata=True) == sorted(expected)
+    assert read_ids(java_hudi_1x, base, metadata=True) == sorted(expected)
+
+    # a file storage holds and the metadata table does not list: invisible through it, to Java as to Tandem
+    victim = next(n for n in sorted(os.listdir(os.path.join(base, "p1"))) if n.endswith(".parquet"))
+    file_id, rest = victim.split("_", 1)
+    stray = f"{file_id[:-10]}dddddddd{file_id[-2:]}_{rest}"
+    shutil.copyfile(os.path.join(base, "p1", victim), os.path.join(base, "p1", stray))
+    assert read_ids(java_hudi, base, metadata=True) == sorted(expected)
+    assert read_ids(java_hudi, base, metadata=False) != sorted(expected)
+    os.remove(os.path.join(base, "p1", stray))
+
+    # Java 0.15 skips with Tandem's statistics: filtered counts equal with skipping on and off
+    for where in WHERES:
+        assert _count(java_hudi, base, where, skipping=True) == _count(java_hudi, base, where, skipping=False)
+
+    # Java continues the metadata table (a compaction of its own), then Tandem continues after Java
+    java_options = {**WITH_MDT, "hoodie.metadata.index.column.stats.enable": "true"}
+    for version in range(10, 14):
+        ids = range(version * 5, version * 5 + 8)
+        java_hudi.write(base, rows(ids, version), "upsert", java_options)
+        expected |= {f"k{i:04d}" for i in ids}
+    mdt_timeline = ActiveTimeline.load(Storage(base).sub(".hoodie/metadata"), ".hoodie")
+    assert first in {i.time for i in mdt_timeline.instants}, "Java rebuilt the metadata table instead of continuing it"
+    assert {i.time for i in mdt_timeline.completed() if i.action == COMPACTION} - tandem_compactions, (
+        "Java never compacted"
+    )
+    for version in range(14, 18):
+        ids = range(version * 3, version * 3 + 6)
+        LocalWriter(Table.open(base), coordinator=CoordinatorConfig(max_delta_commits=3, lock_uri="memory")).write(
+            rows(ids, version), "upsert"
+        )
+        expected |= {f"k{i:04d}" for i in ids}
+    table = Table.open(base)
+    assert validate(table.metadata(), table.timeline()).errors == 0
+    # Java's writer drops the index partitions its options leave off (here bloom_filters) ...
+    assert read_config(Storage(base)).java_metadata_partitions == ["column_stats", "files"]
+    # ... and Java 0.15's clean tombstones the statistics of the files it deletes under a wrong name (the
+    # partition path's length cut off the file name), so theirs stay behind: stale, harmless (never listed)
+    (stats,) = index_build.validate(table.metadata(), table.timeline())
+    assert stats.partition == "column_stats" and stats.missing == stats.wrong == [] and stats.files, stats.to_json()
+    view = snapshot(base)
+    assert view.files(view.partitions()) == storage_files(base, view.partitions()) and view.corrupt == []
+    assert read_ids(java_hudi, base, metadata=True) == read_ids(java_hudi, base, metadata=False) == sorted(expected)
+    for where in WHERES:
+        assert _count(java_hudi, base, where, skipping=True) == _count(java_hudi, base, where, skipping=False)
