@@ -254,7 +254,7 @@ def expire_heartbeats(table: Table, expiry_s: float) -> None:
 
 def table_rows(base: str) -> dict[str, dict]:
     table = Table.open(base)
-    data = read_view(table, table.metadata_view())
+    data = read_view(table, table.metadata_view() if table.metadata().exists() else table.storage_view())
     columns = [c for c in data.column_names if not c.startswith("_hoodie_")]
     return {str(r[KEY]): {c: r[c] for c in columns} for r in data.select(columns).to_pylist()}
 

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import pyarrow as pa
 
 from coordinator.config import CoordinatorConfig
 from coordinator.mdt import index_build
+from coordinator.mdt.bootstrap import initialize
 from coordinator.protocol.locking import held, table_lock
 from coordinator.services.steps import archive_table, clean, compact, recover_table
 from coordinator.write.writer import LocalWriter
 from locks.base import LockProvider
 from timeline.crash_points import SimulatedCrash, simulate
+from timeline.format.table_config import record_metadata_indexes
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS
 from timeline.table import Table
 
@@ -77,21 +80,21 @@ def write(base: str, data: pa.Table, operation: str, settings: CoordinatorConfig
     )
 
 
-def _new_table(base: str) -> None:
-    Table.create(base, "chaos", [KEY], ["part"])
+def _new_table(base: str, hudi_format: bool = False) -> None:
+    Table.create(base, "chaos", [KEY], ["part"], hudi_format=hudi_format)
     write(base, rows(list(range(8)), 0), "insert")
 
 
-def _with_history(base: str) -> None:
+def _with_history(base: str, hudi_format: bool = False) -> None:
     """A table whose file groups have several versions (for clean) and several MDT deltacommits."""
-    _new_table(base)
+    _new_table(base, hudi_format)
     for version in range(1, 4):
         write(base, rows([0, 1, 2, 3], version), "upsert")
 
 
-def _with_failed_write(base: str) -> None:
+def _with_failed_write(base: str, hudi_format: bool = False) -> None:
     """A write that died after its MDT deltacommit and before its data completion."""
-    _new_table(base)
+    _new_table(base, hudi_format)
     try:
         with simulate("commit.mdt"):
             write(base, rows([1, 2, 20], 9), "upsert")
@@ -101,9 +104,9 @@ def _with_failed_write(base: str) -> None:
     table_lock(table, config(base)).force_release()  # the dead writer's lease has passed
 
 
-def _with_compactions(base: str) -> None:
+def _with_compactions(base: str, hudi_format: bool = False) -> None:
     """Three completed MDT compactions, so the next one's MDT clean has old slices to delete."""
-    _with_history(base)
+    _with_history(base, hudi_format)
     for n in range(3):
         write(base, rows([50 + n], n), "insert")
         run_service(base, _forced_compaction)
@@ -122,11 +125,25 @@ def _with_many_commits(base: str) -> None:
         write(base, rows([100 + n], n), "insert", settings)
 
 
-def _without_indexes(base: str) -> None:
+def _without_indexes(base: str, hudi_format: bool = False) -> None:
     """A table with history whose MDT keeps no index yet."""
-    Table.create(base, "chaos", [KEY], ["part"], indexes=())
+    Table.create(base, "chaos", [KEY], ["part"], indexes=(), hudi_format=hudi_format)
     write(base, rows(list(range(8)), 0), "insert")
     write(base, rows([0, 1, 2], 1), "upsert")
+
+
+def _without_metadata(base: str) -> None:
+    """A table with history and no metadata table."""
+    Table.create(base, "chaos", [KEY], ["part"], with_metadata=False)
+    write(base, rows(list(range(8)), 0), "insert", replace(config(base), metadata_enabled=False))
+    write(base, rows([0, 1, 2], 1), "upsert", replace(config(base), metadata_enabled=False))
+
+
+def _create_metadata_in_hudi_format(table: Table, settings: CoordinatorConfig, lock: LockProvider) -> None:
+    """`tandem metadata create --format hudi --index files,column_stats,bloom_filters`, under the lock."""
+    with held(lock):
+        record_metadata_indexes(table.storage, [COLUMN_STATS, BLOOM_FILTERS])
+        initialize(table.metadata(), table.config.name, table.timeline(), hudi_format=True)
 
 
 def _build_indexes(table: Table, settings: CoordinatorConfig, lock: LockProvider) -> None:
@@ -165,5 +182,17 @@ SCENARIOS: dict[str, Scenario] = {
                  lambda b: run_service(b, archive_table)),
         Scenario("index_build", "`tandem metadata create --index column_stats,bloom_filters`", _without_indexes,
                  lambda b: run_service(b, _build_indexes)),
+        # the same protocol on a metadata table in Hudi's format
+        Scenario("hudi_upsert", "update two keys, add two (MDT in Hudi's format)",
+                 partial(_with_history, hudi_format=True), lambda b: write(b, rows([2, 3, 30, 31], 7), "upsert")),
+        Scenario("hudi_rollback", "`tandem recover` of a write that died after its MDT deltacommit (Hudi's format)",
+                 partial(_with_failed_write, hudi_format=True), lambda b: run_service(b, recover_table)),
+        Scenario("hudi_mdt_clean", "MDT compaction then MDT clean (Hudi's format)",
+                 partial(_with_compactions, hudi_format=True), lambda b: run_service(b, _forced_compaction)),
+        Scenario("hudi_index_build", "column_stats and bloom_filters built on an MDT in Hudi's format",
+                 partial(_without_indexes, hudi_format=True), lambda b: run_service(b, _build_indexes)),
+        Scenario("hudi_metadata_create", "`tandem metadata create --format hudi` on a table with files",
+                 _without_metadata, lambda b: run_service(b, _create_metadata_in_hudi_format)),
     )
 }  # fmt: skip
+HUDI_FORMAT_SCENARIOS = tuple(name for name in SCENARIOS if name.startswith("hudi_"))

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from coordinator.mdt import hudi_initialize
 from coordinator.mdt.compaction import execute
+from coordinator.mdt.index_build import finish_interrupted_builds, index_all
 from timeline.errors import BadInputError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMPACTION, Instant, State
@@ -20,6 +21,7 @@ from timeline.format.table_config import (
 )
 from timeline.mdt import health
 from timeline.mdt import records as rec
+from timeline.mdt.hudi_layout import FILES
 from timeline.mdt.reader import MetadataReader
 from timeline.mdt.storage_listing import list_storage
 from timeline.mdt.table import MetadataTable
@@ -59,7 +61,24 @@ def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimelin
         plan = json.dumps({"initialize": True, "base_instant": None, "log_files": []}).encode()
         mdt.timeline().create_requested(Instant(time, COMPACTION, State.REQUESTED), plan)
         execute(mdt, data_timeline, time)
+        config = read_config(mdt.data_storage)
+        if config.metadata_indexes:  # the indexes the table records, for the files it already has
+            index_all(mdt, data_timeline, config, config.metadata_indexes)
         return time
+
+
+def finish_interrupted_initialization(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str | None:
+    """Build again what a crash left recorded as being built in Hudi's format: the whole metadata table (as
+    Java's next writer does too) or some of its index partitions. Under the lock, once nothing is pending (the
+    listing must be final); None when nothing was left half built."""
+    if data_timeline.pending():
+        return None
+    config = read_config(mdt.data_storage)
+    if FILES in config.java_metadata_partitions_inflight:
+        with METRICS.timed(INITIALIZE):
+            indexes = [p for p in config.java_metadata_partitions_inflight if p != FILES]
+            return hudi_initialize.initialize(mdt, table_name, data_timeline, indexes)
+    return finish_interrupted_builds(mdt, data_timeline) if mdt.exists() else None
 
 
 def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:

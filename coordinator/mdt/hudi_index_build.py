@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass, field
 
 from coordinator.mdt.hudi_deltacommit import bloom_filter_records, footers
+from timeline.crash_points import crash_point
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.instant import DELTA_COMMIT, Instant
 from timeline.format.table_config import read_config, record_metadata_indexes, record_metadata_partitions
 from timeline.mdt import file_group_writes as writes
 from timeline.mdt import hudi_commit_records, hudi_records
@@ -17,11 +19,13 @@ from timeline.mdt.hudi_layout import (
     BLOOM_FILTERS,
     COLUMN_STATS,
     DEFAULT_FILE_GROUP_COUNT,
+    FILES,
     INIT_ORDER,
     KEPT_BY_TANDEM,
     SOLO_COMMIT_TIMESTAMP,
     partition_init_instant,
 )
+from timeline.mdt.slice_records import is_mdt_only_instant
 from timeline.mdt.snapshot import MetadataSnapshot
 from timeline.mdt.table import MetadataTable
 
@@ -56,6 +60,7 @@ def add_partitions(
         count = DEFAULT_FILE_GROUP_COUNT[partition]
         written = writes.initialize_partition(mdt.storage, partition, time, records, count)
         writes.complete_delta_commit(timeline, time, written, "BULK_INSERT")
+        crash_point(writes.PARTITION_BUILT)
         times.append(time)
     mdt.is_hudi_format(record_metadata_partitions(mdt.data_storage, [*built, *new]))
     return times[0]
@@ -131,3 +136,36 @@ def _is_tombstone(partition: str, record: dict) -> bool:
     if partition == COLUMN_STATS:
         return hudi_records.column_stats_of(record).is_deleted
     return hudi_records.bloom_filter_of(record).is_deleted
+
+
+def finish_interrupted(
+    mdt: MetadataTable, data_timeline: ActiveTimeline, live: Sequence[tuple[str, str]]
+) -> str | None:
+    """Build again the index partitions a crash left recorded as being built (call under the lock, nothing
+    pending): their folders and the delta commits that initialized them belong to no built partition (no
+    writer writes to a partition before it is recorded built), so both go first. None if none was left."""
+    config = read_config(mdt.data_storage)
+    interrupted = [p for p in config.java_metadata_partitions_inflight if p in (COLUMN_STATS, BLOOM_FILTERS)]
+    if not interrupted or not mdt.is_hudi_format(config) or FILES not in config.java_metadata_partitions:
+        return None
+    timeline = mdt.timeline()
+    for instant in timeline.instants:
+        if (
+            instant.action == DELTA_COMMIT
+            and is_mdt_only_instant(instant.time)
+            and _initializes(timeline, instant, interrupted)
+        ):
+            timeline.delete_instant_files(instant.time, instant.action)
+    for partition in interrupted:
+        mdt.storage.delete_dir(partition)
+    record_metadata_partitions(mdt.data_storage, config.java_metadata_partitions)
+    return add_partitions(mdt, data_timeline, interrupted, live)
+
+
+def _initializes(timeline: ActiveTimeline, instant: Instant, partitions: Sequence[str]) -> bool:
+    """Whether MDT-only delta commit `instant` initialized one of `partitions` (a pending one wrote nothing
+    any reader counts; a completed one names its partitions in its write stats)."""
+    if not instant.is_completed:
+        return True
+    stats = timeline.commit_metadata(instant).write_stats()
+    return bool(stats) and all(s.partition_path in partitions for s in stats)

@@ -198,6 +198,14 @@ def catch_up(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
     return commit_records(mdt, data_timeline, records)
 
 
+def finish_interrupted_builds(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
+    """Build again the index partitions of a metadata table in Hudi's format a crash left half built (under
+    the lock, once nothing is pending); None when there were none."""
+    if data_timeline.pending() or not mdt.is_hudi_format():
+        return None
+    return hudi_index_build.finish_interrupted(mdt, data_timeline, live_files(mdt, data_timeline))
+
+
 def finish_failed_builds(mdt: MetadataTable, data_timeline: ActiveTimeline, pending: list[str]) -> list[str]:
     """Complete the pending builds whose commit was decided; roll back the others (returned)."""
     rolled_back = []

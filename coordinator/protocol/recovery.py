@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from coordinator.config import EAGER, CoordinatorConfig
+from coordinator.mdt.bootstrap import finish_interrupted_initialization
 from coordinator.mdt.compaction import plan_orphan_seal
 from coordinator.mdt.index_build import catch_up
 from coordinator.mdt.maintenance import Housekeeping, housekeeping
@@ -131,6 +132,7 @@ def recover(table: Table, config: CoordinatorConfig | None = None) -> RecoveryRe
     config = config or CoordinatorConfig()
     report = roll_back_orphans(table, config)
     mdt = table.metadata()
+    finish_interrupted_initialization(mdt, table.config.name, report.timeline or table.timeline())
     if mdt.exists():
         timeline = table.timeline()
         table.check_writable(timeline)  # housekeeping may compact: never over a damaged MDT

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from coordinator.config import CoordinatorConfig
 from coordinator.mdt import deltacommit, index_build
-from coordinator.mdt.bootstrap import initialize
+from coordinator.mdt.bootstrap import finish_interrupted_initialization, initialize
 from coordinator.mdt.maintenance import housekeeping
 from coordinator.protocol import conflicts, markers, provenance
 from coordinator.protocol.archival import archive
@@ -154,11 +154,14 @@ class Transaction:
         return self.begun
 
     def _build_metadata_table_if_missing(self, timeline: ActiveTimeline) -> None:
-        """As Hudi's writer does with `hoodie.metadata.enable`: the MDT's log chain is the commit's fence.
+        """As Hudi's writer does with `hoodie.metadata.enable`: the MDT's log chain is the commit's fence. An
+        index partition of Hudi's format that a crash left half built is built again first.
 
         Only when nothing is pending (the listing must be final); otherwise a later write builds it.
         """
         mdt = self.table.metadata()
+        if finish_interrupted_initialization(mdt, self.table.config.name, timeline) is not None:
+            self.table.config = read_config(self.table.storage)
         if not self.config.metadata_enabled or self.table.has_metadata_table() or mdt.exists() or timeline.pending():
             return
         LOG.info("building the metadata table of %s before the first write", self.table.uri)

@@ -20,7 +20,7 @@ import pytest
 
 from chaos.checker import check_table
 from coordinator.config import CoordinatorConfig
-from coordinator.mdt import compaction, deltacommit
+from coordinator.mdt import compaction, deltacommit, steps
 from coordinator.mdt.bootstrap import validate
 from coordinator.mdt.maintenance import failed_writes
 from coordinator.protocol import archival
@@ -217,7 +217,7 @@ def test_compaction_merges_only_decided_instants(table, monkeypatch):
     """A scheduler whose view missed a prepared instant: the merge itself must not guess."""
     time = crash_after_mdt(table)
     mdt = table.metadata()
-    monkeypatch.setattr(compaction, "_blockers", lambda mdt_timeline, data_timeline: [])
+    monkeypatch.setattr(steps, "schedule_blockers", lambda mdt_timeline, data_timeline: [])
     planned = compaction.schedule(mdt, table.timeline())
     assert planned is not None
     with pytest.raises(compaction.CompactionDeferred, match=time):

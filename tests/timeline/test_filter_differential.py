@@ -237,8 +237,10 @@ def functions(column: str, pool: Pools) -> st.SearchStrategy[str]:
             st.tuples(operator, st.integers(0, 3)).map(lambda p: f"length({column}) {p[0]} {p[1]}"),
             st.tuples(operator, literals(column, pool)).map(lambda p: f"coalesce({column}, '') {p[0]} {p[1]}"),
         )
+    # not `pi + 1`: Spark (ANSI mode) raised an overflow on it in `NOT ((i32 != pi) OR (pi + 1 >= 8))` over rows
+    # whose i32 is at an int32 limit; a modulo cannot overflow
     if column == "pi":
-        return st.tuples(operator, st.integers(-1, 12)).map(lambda p: f"pi + 1 {p[0]} {p[1]}")
+        return st.tuples(operator, st.integers(-3, 3)).map(lambda p: f"pi % 4 {p[0]} {p[1]}")
     if kind == "int":
         return st.integers(-2, 2).map(lambda r: f"{column} % 3 = {r}")
     if kind == "bool":

@@ -13,7 +13,7 @@ import fastavro
 
 from timeline.errors import CorruptInstantError
 from timeline.format import partition_path
-from timeline.format.instant import KNOWN_ACTIONS, TIMELINE_TIME_PATTERN, validate_instant_time
+from timeline.format.instant import KNOWN_ACTIONS, TIMELINE_TIME_PATTERN, validate_timeline_time
 
 _NS = "org.apache.hudi.avro.model"
 
@@ -274,8 +274,9 @@ class _Checker:
         self.source = source
 
     def instant(self, value: Any, field: str, optional: bool = False) -> None:
+        """An instant time, a metadata table's suffixed ones too (its cleans and rollbacks name them)."""
         if not (optional and value in (None, "")):
-            validate_instant_time(value, f"{self.source}: {field}")
+            validate_timeline_time(value, f"{self.source}: {field}")
 
     def action(self, value: Any, field: str) -> None:
         if value not in KNOWN_ACTIONS:
