@@ -32,9 +32,10 @@ def _registered_points() -> list[str]:
 # The crash-state scenarios in two halves of about equal work, run side by side: one `tandem chaos run` uses
 # one core (a forked child per state), and nothing else in the suite runs meanwhile.
 HALVES = (
-    ("insert", "delete", "rollback", "mdt_compaction", "archival"),
-    ("upsert", "insert_overwrite", "clean", "mdt_clean", "index_build"),
-)
+    ("insert", "delete", "rollback", "mdt_compaction", "archival", "hudi_upsert", "hudi_index_build"),
+    ("upsert", "insert_overwrite", "clean", "mdt_clean", "index_build", "hudi_rollback", "hudi_mdt_clean",
+     "hudi_metadata_create"),
+)  # fmt: skip
 
 
 def run_side_by_side(folder: Path, halves: tuple[tuple[str, ...], ...], *args: str, timeout: float) -> dict:
@@ -79,7 +80,8 @@ def test_every_crash_state_of_every_scenario_recovers_with_no_violation(full_run
     scenarios = {s["scenario"]: s for s in full_run["scenarios"]}
     assert set(scenarios) == {
         "insert", "upsert", "delete", "insert_overwrite", "clean", "rollback", "mdt_compaction", "mdt_clean",
-        "archival", "index_build",
+        "archival", "index_build", "hudi_upsert", "hudi_rollback", "hudi_mdt_clean", "hudi_index_build",
+        "hudi_metadata_create",
     }  # fmt: skip
     assert full_run["violations"] == 0
     for name, result in scenarios.items():

@@ -265,6 +265,7 @@ class Sequence:
         steps: int | None = None,
         both_metadata: bool = False,
         layout: Layout | None = None,
+        hudi_format: bool | None = None,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -275,6 +276,9 @@ class Sequence:
         self.path = str(self.root / "t")
         self.steps = steps if steps is not None else self.rng.randint(4, 7)
         self.both_metadata = both_metadata
+        # every other seed keeps its metadata table in Hudi's format: Java's reads with the metadata table on
+        # then list from Tandem's metadata table
+        self.hudi_format = seed % 2 == 1 if hudi_format is None else hudi_format
         self.model = Model(self.layout)
         self.states: dict[str, Counter] = {}  # instant -> the model's snapshot once it completed
         self.instants: list[str] = []  # completed instants, in order
@@ -355,11 +359,13 @@ class Sequence:
             list(self.layout.key_fields),
             list(self.layout.partition_fields),
             hive_style=self.layout.hive_style,
+            hudi_format=self.hudi_format,
         )
         self.table = table
         self.history.append(
             f"Table.create(key={list(self.layout.key_fields)}, partition_by={list(self.layout.partition_fields)}, "
-            f"hive_style={self.layout.hive_style}); config commits_retained={config.commits_retained}"
+            f"hive_style={self.layout.hive_style}, hudi_format={self.hudi_format}); "
+            f"config commits_retained={config.commits_retained}"
         )
         writer = LocalWriter(table, coordinator=config)
         first = True
