@@ -76,7 +76,7 @@ def apply(
     commits all partitions together.
     """
     if mdt.is_hudi_format():
-        return ", ".join(hudi_deltacommit.apply(mdt, time, records, timeline, footprint))
+        return ", ".join(hudi_deltacommit.apply(mdt, time, records, timeline, footprint, index_records))
     with METRICS.timed(SYNC):
         timeline = timeline or mdt.timeline()
         existing = timeline.find(time)

@@ -32,7 +32,7 @@ from timeline.format.keys import record_keys
 from timeline.format.meta_fields import META_COLUMNS, RECORD_KEY
 from timeline.format.table_config import TableConfig, read_config
 from timeline.hudi_log import HudiLogError
-from timeline.index.hudi_bloom import SIMPLE, create_bloom_filter, from_footer
+from timeline.index.hudi_bloom import DYNAMIC_V0, SIMPLE, create_bloom_filter, from_footer
 from timeline.io.storage import Storage
 from timeline.mdt import file_group_writes as writes
 from timeline.mdt import hudi_commit_records, hudi_records
@@ -166,16 +166,27 @@ def _file_keys(data: Storage, config: TableConfig, file: tuple[str, str]) -> lis
 
 
 def bloom_filter_records(
-    data: Storage, time: str, files: Sequence[tuple[tuple[str, str], pq.FileMetaData]]
+    data: Storage,
+    time: str,
+    files: Sequence[tuple[tuple[str, str], pq.FileMetaData]],
+    built: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The `bloom_filters` record of each data file: the filter its footer carries (Java's files), else a
-    SIMPLE filter of its record keys at Hudi's default false-positive rate, sized for exactly those keys (a
-    base file never grows). Tandem's files carry none in their footers; every file needs one, or Java's bloom
-    index fails on it."""
-    with_footer = [(p, n, f) for (p, n), f in files if from_footer(f.metadata) is not None]
-    records = hudi_commit_records.bloom_filter_records(time, with_footer)
-    config = read_config(data) if len(with_footer) < len(files) else None
-    for (partition, name), footer in files:
+    """The `bloom_filters` record of each data file: the filter its writer built (`built`, by (partition,
+    name): Tandem's writer makes a SIMPLE filter of a new file's keys while they are at hand), else the one
+    its footer carries (Java's files), else a SIMPLE filter of its record keys read back, at Hudi's default
+    false-positive rate, sized for exactly those keys (a base file never grows). Every file needs one, or
+    Java's bloom index fails on it."""
+    built = built or {}
+    records = [
+        hudi_records.bloom_filter_record(p, n, time, built[(p, n)]["bloomType"], built[(p, n)]["bloomFilter"])
+        for (p, n), _ in files
+        if (p, n) in built
+    ]
+    rest = [(file, footer) for file, footer in files if file not in built]
+    with_footer = [(p, n, f) for (p, n), f in rest if from_footer(f.metadata) is not None]
+    records += hudi_commit_records.bloom_filter_records(time, with_footer)
+    config = read_config(data) if len(with_footer) < len(rest) else None
+    for (partition, name), footer in rest:
         if from_footer(footer.metadata) is None:
             keys = _file_keys(data, config, (partition, name))
             bloom = create_bloom_filter(max(len(keys), 1), type_code=SIMPLE)
@@ -194,9 +205,14 @@ def _indexed_columns(data: Storage) -> list[str]:
 
 
 def index_records(
-    mdt: MetadataTable, time: str, partitions: Sequence[str], records: Sequence[Mapping[str, Any]]
+    mdt: MetadataTable,
+    time: str,
+    partitions: Sequence[str],
+    records: Sequence[Mapping[str, Any]],
+    built: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The `column_stats` and `bloom_filters` records of the files `records` add and delete."""
+    """The `column_stats` and `bloom_filters` records of the files `records` add and delete; `built`: the
+    index records the commit's writers made, by partition (only filters in Hudi's form are taken)."""
     wanted = [p for p in partitions if p in (COLUMN_STATS, BLOOM_FILTERS)]
     if not wanted:
         return {}
@@ -209,7 +225,12 @@ def index_records(
         stats += [hudi_records.column_stats_tombstone(p, n, c) for p, n in deleted for c in columns]
         out[COLUMN_STATS] = stats
     if BLOOM_FILTERS in wanted:
-        blooms = bloom_filter_records(mdt.data_storage, time, read)
+        hudi_filters = {
+            (b["partition"], b["fileName"]): b
+            for b in (built or {}).get(BLOOM_FILTERS, [])
+            if b.get("bloomType") in (SIMPLE, DYNAMIC_V0)
+        }
+        blooms = bloom_filter_records(mdt.data_storage, time, read, hudi_filters)
         blooms += [hudi_records.bloom_filter_tombstone(p, n, time) for p, n in deleted]
         out[BLOOM_FILTERS] = blooms
     return out
@@ -221,9 +242,11 @@ def apply(
     records: list[dict],
     timeline: ActiveTimeline | None = None,
     footprint: set[tuple[str, str]] | None = None,
+    built: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> list[str]:
     """MDT delta commit `time` of the seed-format `files` records: requested -> inflight (with the data
-    instant's footprint) -> one log per file group written to -> completed. Returns the logs written."""
+    instant's footprint) -> one log per file group written to -> completed. Returns the logs written.
+    `built`: the index records the commit's writers made, by partition."""
     with METRICS.timed(SYNC):
         timeline = timeline or mdt.timeline()
         existing = timeline.find(time)
@@ -236,7 +259,7 @@ def apply(
         timeline.transition_to_inflight(instant, steps.encode_footprint(footprint or set()))
         crash_point(steps.DELTA_INFLIGHT)
         partitions = kept_partitions(mdt)
-        by_partition = {FILES: files_records(records), **index_records(mdt, time, partitions, records)}
+        by_partition = {FILES: files_records(records), **index_records(mdt, time, partitions, records, built)}
         written: list[writes.WrittenFile] = []
         for partition in partitions:
             if not by_partition.get(partition):

@@ -328,7 +328,8 @@ class Transaction:
         if known is None:
             known = frozenset(MetadataReader(mdt, timeline).all_partitions())
         records = mdt_records.from_commit(metadata, known)
-        index_records = mdt_indexes.from_write_stats(metadata.write_stats(), self.table.config.metadata_indexes)
+        kept = self.table.config.metadata_indexes + self.table.config.java_metadata_partitions
+        index_records = mdt_indexes.from_write_stats(metadata.write_stats(), kept)
         deltacommit.apply(mdt, self.time, records, done.mdt_timeline, metadata.touched_file_groups(), index_records)
 
     # abort -----------------------------------------------------------------------------

@@ -123,7 +123,8 @@ class BaseFileWriter:
         table = with_meta(rows, self.name, self.sink.time, self.task, populate, self.rows)
         if self._parquet is None:
             self._open(table.schema)
-            if mdt_indexes.COLUMN_STATS in self._indexed.metadata_indexes:
+            hudi_format = "files" in self._indexed.java_metadata_partitions  # its statistics come from footers
+            if mdt_indexes.COLUMN_STATS in self._indexed.metadata_indexes and not hudi_format:
                 self._ranges = RangeAccumulator(table.schema, mdt_indexes.indexed_columns(self._indexed, table.schema))
             self._only_part = table
         else:
@@ -181,7 +182,8 @@ class BaseFileWriter:
             ranges = self._ranges.ranges(mdt_indexes.column_sizes(footer))
             stats = [r.to_record(self.partition, self.name) for r in ranges]
         bloom = None
-        if mdt_indexes.BLOOM_FILTERS in self._indexed.metadata_indexes:
+        kept = (*self._indexed.metadata_indexes, *self._indexed.java_metadata_partitions)
+        if mdt_indexes.BLOOM_FILTERS in kept:
             with _LARGE_FILTERS if self.rows > LARGE_FILTER_KEYS else nullcontext():
                 bloom = mdt_indexes.bloom_record(self._indexed, self.partition, self.name, self.rows, self._keys())
             if self.spill is not None and len(bloom[BLOOM_BYTES]) >= SPILL_BYTES:

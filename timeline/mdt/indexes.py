@@ -22,6 +22,7 @@ from timeline.format.table_config import TableConfig
 from timeline.index.bloom import BLOOM_ARROW_SCHEMA, BLOOM_TYPE, BloomFilter, bloom_tombstone
 from timeline.index.column_ranges import ranges_of_table
 from timeline.index.column_stats import COLUMN_STATS_ARROW_SCHEMA, file_tombstone, indexable_columns
+from timeline.index.hudi_bloom import SIMPLE, create_bloom_filter
 from timeline.index.murmur3 import hash128
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS, INDEX_PARTITIONS
 from timeline.mdt.records import NON_PARTITIONED
@@ -122,14 +123,19 @@ def bloom_record(
     config: TableConfig, partition: str, name: str, count: int, keys: Iterable[pa.Array | pa.ChunkedArray]
 ) -> dict:
     """The bloom filter of a file's `count` record keys, given batch by batch (nulls skipped), sized for exactly
-    its rows (a base file never grows)."""
+    its rows (a base file never grows): Tandem's own, or for a `bloom_filters` partition in Hudi's format,
+    Hudi's SIMPLE filter in its serialized form (`bloomType` its type code)."""
     fpp = float(config.raw.get(BLOOM_FPP) or DEFAULT_BLOOM_FPP)
-    bloom = BloomFilter(max(count, 1), fpp)
+    hudi = BLOOM_FILTERS in config.java_metadata_partitions
+    bloom = create_bloom_filter(max(count, 1), fpp, type_code=SIMPLE) if hudi else BloomFilter(max(count, 1), fpp)
     low = high = None
     for batch in keys:
         present = batch.drop_null()
         if len(present):
-            bloom.add_hashed(hash128(present))
+            if hudi:
+                bloom.add_many(present)
+            else:
+                bloom.add_hashed(hash128(present))
             extremes = pc.min_max(present)
             low = _lesser(low, extremes["min"].as_py())
             high = _greater(high, extremes["max"].as_py())
@@ -137,8 +143,8 @@ def bloom_record(
         "key": f"{partition or NON_PARTITIONED}\x00{name}",
         "partition": partition,
         "fileName": name,
-        "bloomFilter": bloom.to_bytes(),
-        "bloomType": BLOOM_TYPE,
+        "bloomFilter": bloom.serialize_to_string().encode() if hudi else bloom.to_bytes(),
+        "bloomType": bloom.type_code if hudi else BLOOM_TYPE,
         "minRecordKey": low,
         "maxRecordKey": high,
         "isDeleted": False,
