@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from coordinator.mdt import steps
 from timeline.crash_points import crash_point
-from timeline.errors import CorruptInstantError, FencedError, TandemError
+from timeline.errors import ConflictError, CorruptInstantError, FencedError, TandemError
 from timeline.format import avro_metadata
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_schema import avro_to_arrow
@@ -142,11 +142,16 @@ def _changed_files(records: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str
 
 
 def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMetaData]:
-    """The Parquet footer of each (partition, name) data file, read in parallel on S3."""
+    """The Parquet footer of each (partition, name) data file, read in parallel on S3; ConflictError when
+    one is gone (a paused writer's files rolled back meanwhile)."""
 
     def footer(file: tuple[str, str]) -> pq.FileMetaData:
-        with data.open_input(f"{file[0]}/{file[1]}" if file[0] else file[1]) as handle:
-            return pq.ParquetFile(handle).metadata
+        path = f"{file[0]}/{file[1]}" if file[0] else file[1]
+        try:
+            with data.open_input(path) as handle:
+                return pq.ParquetFile(handle).metadata
+        except FileNotFoundError as err:  # a rollback by another process took it: this commit has lost
+            raise ConflictError(f"data file {path} is gone: another process rolled back or cleaned it") from err
 
     if not data.is_s3 or len(files) < 2:
         return [footer(f) for f in files]

@@ -90,9 +90,10 @@ def at_point(point: str, action: Callable[[], None]) -> Iterator[list[str]]:
         observe(None)
 
 
-@pytest.fixture
-def table(tmp_path) -> Table:
-    created = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"])
+@pytest.fixture(params=[False, True], ids=["tandem-format", "hudi-format"])
+def table(tmp_path, request) -> Table:
+    """A table with one commit, its metadata table in Tandem's format or in Hudi's."""
+    created = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], hudi_format=request.param)
     writer(created).write(rows([1, 2], 0), "insert")  # one file group holding both keys
     return created
 

@@ -183,7 +183,8 @@ class InstantClock:
             candidate = format_instant_time(datetime.now(timezone.utc))
             highest = max((f for f in (*floors, self._last) if f), default="")
             if candidate <= highest:
-                padded = highest if len(highest) == INSTANT_LENGTH else highest + "000"
+                # a metadata table's suffixed time (`<T>001`) belongs to T's millisecond
+                padded = highest[:INSTANT_LENGTH] if len(highest) >= INSTANT_LENGTH else highest + "000"
                 after = parse_instant_time(padded) + timedelta(milliseconds=1)
                 candidate = format_instant_time(after)
             self._last = candidate

@@ -152,17 +152,29 @@ def initialize(
     return times
 
 
+MAX_CLAIMS = 64  # versions a rollback command block tries above the listed top before it gives up
+
+
 def _claim_next_log(
-    mdt: Storage, group: FileGroup, base_instant: str, block: bytes, records: int, refused: str
+    mdt: Storage,
+    group: FileGroup,
+    base_instant: str,
+    block: bytes,
+    records: int,
+    refused: str,
+    anywhere_above: bool = False,
 ) -> WrittenFile:
     """`block` as the next log version of `group`'s slice `base_instant`, claimed with create-if-absent; a
-    version already taken means another writer holds it: ConflictError naming what is `refused`."""
+    version already taken means another writer holds it: ConflictError naming what is `refused`. With
+    `anywhere_above` (a rollback command block, which drops the blocks of its target wherever they sit
+    below it) the next free version is taken instead."""
     current = group.slices.get(base_instant)
     version = (current.max_version if current is not None else 0) + 1
-    path = f"{group.partition}/{log_file_name(group.file_id, base_instant, version, TOKEN)}"
-    if not mdt.create_if_absent(path, block):
-        raise ConflictError(f"metadata log {path} was claimed by another writer; {refused}")
-    return WrittenFile(group.partition, group.file_id, path, len(block), base_instant, records)
+    for attempt in range(MAX_CLAIMS if anywhere_above else 1):
+        path = f"{group.partition}/{log_file_name(group.file_id, base_instant, version + attempt, TOKEN)}"
+        if mdt.create_if_absent(path, block):
+            return WrittenFile(group.partition, group.file_id, path, len(block), base_instant, records)
+    raise ConflictError(f"metadata log {path} was claimed by another writer; {refused}")
 
 
 def write_logs(
@@ -201,7 +213,7 @@ def write_rollback_logs(
     Claimed versions are never deleted, so a writer with a stale view cannot claim one again."""
     block = rollback_block(rollback_instant, target)
     written = [
-        _claim_next_log(mdt, group, slices[group.file_id], block, 0, f"aborting the rollback of {target}")
+        _claim_next_log(mdt, group, slices[group.file_id], block, 0, f"aborting the rollback of {target}", True)
         for group in sorted(groups, key=lambda g: g.file_id)
     ]
     mdt.sync_dirs({w.partition for w in written})

@@ -1,0 +1,116 @@
+"""Tandem's writers on a metadata table in Hudi's format: the defences the protocol's other layers mask, each
+exercised on its own (a seal with no plan, a claimed log version, damage to a file a completed instant wrote),
+and the initialization and repair that rebuild it."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pyarrow as pa
+import pytest
+
+from coordinator.config import CoordinatorConfig
+from coordinator.mdt import compaction, hudi_deltacommit
+from coordinator.mdt.bootstrap import repair, validate
+from coordinator.write.writer import LocalWriter
+from timeline.errors import ConflictError, MetadataFallbackWarning, TandemError
+from timeline.format.instant import CLOCK
+from timeline.hudi_log import log_file_name
+from timeline.mdt import file_group_writes as writes
+from timeline.mdt.file_slices import list_file_groups
+from timeline.mdt.health import MetadataUnhealthyError
+from timeline.mdt.hudi_layout import FILES, compaction_instant
+from timeline.mdt.slice_records import forget_files
+from timeline.query.reader import read_view
+from timeline.table import Table
+
+
+def rows(ids: list[int], version: int) -> pa.Table:
+    return pa.table({"id": ids, "part": [f"p{i % 3}" for i in ids], "v": [version] * len(ids)})
+
+
+@pytest.fixture
+def table(tmp_path) -> Table:
+    created = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], hudi_format=True)
+    writer = LocalWriter(created, coordinator=CoordinatorConfig(lock_uri="memory"))
+    writer.write(rows(list(range(9)), 0), "insert")
+    writer.write(rows([1, 2, 10], 1), "upsert")
+    return Table.open(created.uri)
+
+
+def _records(table: Table) -> list[dict]:
+    return [{"key": "p0", "type": 2, "filesystemMetadata": {}}]
+
+
+def test_a_seal_without_its_plan_refuses_the_next_delta_commit(table):
+    """A scheduler that sealed the `files` group and died before its plan: a delta commit must not land above
+    the seal (the slice would be compacted without it, or never again); the plan written from the seals frees
+    the writers, whose logs then go to the planned slice."""
+    mdt = table.metadata()
+    timeline = mdt.timeline()
+    (group,) = list_file_groups(mdt.storage, FILES)
+    current = max(group.slices)
+    latest = max(i.time for i in timeline.completed() if i.action == "deltacommit")
+    writes.write_seals(mdt.storage, compaction_instant(latest), latest, [group], {group.file_id: current})
+    with pytest.raises(TandemError, match="sealed for compaction .* not planned"):
+        hudi_deltacommit.apply(mdt, CLOCK.next_after(timeline.last_time()), _records(table))
+    assert compaction.plan_orphan_seal(mdt) == compaction_instant(latest)
+    LocalWriter(table, coordinator=CoordinatorConfig(lock_uri="memory")).write(rows([3], 2), "upsert")
+    (group,) = list_file_groups(mdt.storage, FILES)
+    assert any(log for log in group.slices[compaction_instant(latest)].logs)
+    assert validate(mdt, table.timeline()).errors == 0
+
+
+def test_a_claimed_log_version_aborts_the_commit(table, monkeypatch):
+    """The storage fence: another writer claims the next log version of `files` after this commit listed the
+    file groups (a lock that failed); this commit aborts and its rows never show."""
+    mdt = table.metadata()
+    listed = hudi_deltacommit.list_file_groups
+    claims = []
+
+    def listing_then_a_claim(storage, partition):
+        groups = listed(storage, partition)
+        if partition == FILES and not claims:
+            claims.append(partition)
+            (group,) = groups
+            current = group.slices[max(group.slices)]
+            version = current.max_version + 1
+            taken = f"{FILES}/{log_file_name(group.file_id, current.base_instant, version, writes.TOKEN)}"
+            storage.create_if_absent(taken, b"another writer's log")
+        return groups
+
+    monkeypatch.setattr(hudi_deltacommit, "list_file_groups", listing_then_a_claim)
+    writer = LocalWriter(table, coordinator=CoordinatorConfig(lock_uri="memory", failed_writes_policy="EAGER"))
+    with pytest.raises(ConflictError, match="claimed by another writer"):
+        writer.write(rows([4, 40], 3), "upsert")
+    monkeypatch.undo()
+    assert table.timeline().pending() == [] and len(table.timeline().completed()) == 2
+    assert 40 not in set(read_view(table, table.storage_view()).column("id").to_pylist())
+    assert not [i for i in mdt.timeline().pending() if i.action == "deltacommit"]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete"])
+def test_damage_to_a_completed_log_refuses_writers_and_repair_restores(table, damage):
+    mdt = table.metadata()
+    (group,) = list_file_groups(mdt.storage, FILES)
+    newest = group.slices[max(group.slices)].logs[-1]
+    path = os.path.join(mdt.storage.base_uri, newest.path)
+    if damage == "truncate":
+        with open(path, "r+b") as handle:
+            handle.truncate(newest.size // 2)
+    else:
+        os.remove(path)
+    forget_files()
+    table = Table.open(table.uri)
+    with pytest.raises(MetadataUnhealthyError, match="metadata table unhealthy"):
+        table.check_writable()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        view = table.view()
+    assert view.source == "storage" and any(issubclass(w.category, MetadataFallbackWarning) for w in caught)
+    repair(mdt, table.config.name, table.timeline())
+    table = Table.open(table.uri)
+    assert table.metadata().is_hudi_format() and validate(table.metadata(), table.timeline()).errors == 0
+    LocalWriter(table, coordinator=CoordinatorConfig(lock_uri="memory")).write(rows([5], 4), "upsert")
+    assert validate(table.metadata(), table.timeline()).errors == 0
