@@ -95,14 +95,14 @@ def plan_orphan_seal(mdt: MetadataTable, timeline: ActiveTimeline | None = None)
 
 def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
     """Plan a compaction of the writer slice (call under the lock). None if not allowed or nothing to do."""
-    if mdt.is_hudi_format():
-        return hudi_compaction.schedule(mdt, data_timeline)
     finished = plan_orphan_seal(mdt)
     if finished is not None:
         return finished
     timeline = mdt.timeline()
     if layout.pending_compactions(timeline) or steps.schedule_blockers(timeline, data_timeline):
         return None
+    if mdt.is_hudi_format():
+        return hudi_compaction.schedule(mdt, timeline)
     base_instant = layout.writer_slice(timeline)
     current = mdt.slices().get(base_instant)
     if current is None or not current.logs:

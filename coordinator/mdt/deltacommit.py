@@ -14,11 +14,11 @@ import pyarrow.parquet as pq
 
 from coordinator.mdt import hudi_deltacommit, steps
 from timeline.crash_points import crash_point
-from timeline.errors import ConflictError, FencedError, RefusedDeleteWarning, TandemError
+from timeline.errors import ConflictError, RefusedDeleteWarning, TandemError
 from timeline.format import action_metadata, avro_metadata, outcome
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
-from timeline.format.instant import DELTA_COMMIT, ROLLBACK, Instant, State
+from timeline.format.instant import ROLLBACK, Instant, State
 from timeline.io.spill import loaded
 from timeline.mdt import indexes, layout
 from timeline.mdt.log import DATA, PARTITION_ATTRIBUTE, ROLLBACK_COMMAND, LogBlock, encode_block, encode_log
@@ -79,15 +79,7 @@ def apply(
         return ", ".join(hudi_deltacommit.apply(mdt, time, records, timeline, footprint, index_records))
     with METRICS.timed(SYNC):
         timeline = timeline or mdt.timeline()
-        existing = timeline.find(time)
-        if existing is not None and existing.is_completed:
-            raise FencedError(f"metadata deltacommit {time} is already completed: another process completed it")
-        instant = Instant(time, DELTA_COMMIT, State.REQUESTED)
-        if existing is None:
-            timeline.create_requested(instant)
-            crash_point(steps.DELTA_REQUESTED)
-        timeline.transition_to_inflight(instant, steps.encode_footprint(footprint or set()))
-        crash_point(steps.DELTA_INFLIGHT)
+        instant = steps.begin_deltacommit(timeline, time, footprint)
         base_instant = layout.writer_slice(timeline)
         current = mdt.slices().get(base_instant)
         version = current.max_version if current else 0

@@ -54,14 +54,9 @@ def _groups(mdt: MetadataTable) -> list[FileGroup]:
     return [g for p in hudi_deltacommit.kept_partitions(mdt) for g in list_file_groups(mdt.storage, p)]
 
 
-def schedule(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
-    """Plan a compaction of every group with logs (call under the lock). None if not allowed or nothing to do."""
-    finished = plan_orphan_seals(mdt)
-    if finished is not None:
-        return finished
-    timeline = mdt.timeline()
-    if layout.pending_compactions(timeline) or steps.schedule_blockers(timeline, data_timeline):
-        return None
+def schedule(mdt: MetadataTable, timeline: ActiveTimeline) -> str | None:
+    """Plan a compaction of every group with logs (call under the lock, `compaction.schedule` having found no
+    orphan seal, no pending compaction and nothing undecided). None if nothing is to do."""
     latest = max((i.time for i in timeline.completed() if i.action == DELTA_COMMIT), default=None)
     if latest is None:
         return None

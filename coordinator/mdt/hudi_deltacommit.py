@@ -23,11 +23,11 @@ import pyarrow.parquet as pq
 
 from coordinator.mdt import steps
 from timeline.crash_points import crash_point
-from timeline.errors import ConflictError, CorruptInstantError, FencedError, TandemError
+from timeline.errors import ConflictError, CorruptInstantError, TandemError
 from timeline.format import avro_metadata
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_schema import avro_to_arrow
-from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant, State
+from timeline.format.instant import COMPACTION, Instant, State
 from timeline.format.keys import record_keys
 from timeline.format.meta_fields import META_COLUMNS, RECORD_KEY
 from timeline.format.table_config import TableConfig, read_config
@@ -254,15 +254,7 @@ def apply(
     `built`: the index records the commit's writers made, by partition."""
     with METRICS.timed(SYNC):
         timeline = timeline or mdt.timeline()
-        existing = timeline.find(time)
-        if existing is not None and existing.is_completed:
-            raise FencedError(f"metadata deltacommit {time} is already completed: another process completed it")
-        instant = Instant(time, DELTA_COMMIT, State.REQUESTED)
-        if existing is None:
-            timeline.create_requested(instant)
-            crash_point(steps.DELTA_REQUESTED)
-        timeline.transition_to_inflight(instant, steps.encode_footprint(footprint or set()))
-        crash_point(steps.DELTA_INFLIGHT)
+        instant = steps.begin_deltacommit(timeline, time, footprint)
         partitions = kept_partitions(mdt)
         by_partition = {FILES: files_records(records), **index_records(mdt, time, partitions, records, built)}
         written: list[writes.WrittenFile] = []

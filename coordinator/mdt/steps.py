@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from timeline.crash_points import register
-from timeline.errors import TandemError
+from timeline.crash_points import crash_point, register
+from timeline.errors import FencedError, TandemError
 from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.instant import DELTA_COMMIT
+from timeline.format.instant import DELTA_COMMIT, Instant, State
 
 DELTA_REQUESTED = register("mdt.deltacommit.requested", "MDT T.deltacommit.requested written")
 DELTA_INFLIGHT = register("mdt.deltacommit.inflight", "MDT T.deltacommit.inflight written")
@@ -46,3 +46,18 @@ def schedule_blockers(mdt_timeline: ActiveTimeline, data_timeline: ActiveTimelin
     blocked = [i.time for i in data_timeline.pending() if mdt_timeline.find(i.time) is not None]
     blocked += [i.time for i in mdt_timeline.pending() if i.action == DELTA_COMMIT]
     return sorted(set(blocked))
+
+
+def begin_deltacommit(timeline: ActiveTimeline, time: str, footprint: set[tuple[str, str]] | None) -> Instant:
+    """`time.deltacommit` requested (unless a retry finds it) and inflight with the data instant's footprint;
+    FencedError when another process completed it already."""
+    existing = timeline.find(time)
+    if existing is not None and existing.is_completed:
+        raise FencedError(f"metadata deltacommit {time} is already completed: another process completed it")
+    instant = Instant(time, DELTA_COMMIT, State.REQUESTED)
+    if existing is None:
+        timeline.create_requested(instant)
+        crash_point(DELTA_REQUESTED)
+    timeline.transition_to_inflight(instant, encode_footprint(footprint or set()))
+    crash_point(DELTA_INFLIGHT)
+    return instant

@@ -212,8 +212,20 @@ def write_rollback_logs(
     log of each of `groups`, claimed like a delta commit's: readers then drop every earlier block of `target`.
     Claimed versions are never deleted, so a writer with a stale view cannot claim one again."""
     block = rollback_block(rollback_instant, target)
+    return _claim_in_each(mdt, groups, slices, block, f"aborting the rollback of {target}", anywhere_above=True)
+
+
+def _claim_in_each(
+    mdt: Storage,
+    groups: Sequence[FileGroup],
+    slices: Mapping[str, str],
+    block: bytes,
+    refused: str,
+    anywhere_above: bool = False,
+) -> list[WrittenFile]:
+    """`block` as a new log of each of `groups` (in file-id order), their folders' entries made durable."""
     written = [
-        _claim_next_log(mdt, group, slices[group.file_id], block, 0, f"aborting the rollback of {target}", True)
+        _claim_next_log(mdt, group, slices[group.file_id], block, 0, refused, anywhere_above)
         for group in sorted(groups, key=lambda g: g.file_id)
     ]
     mdt.sync_dirs({w.partition for w in written})
@@ -233,12 +245,7 @@ def write_seals(
     the latest completed delta commit: a later one would end Java's scan of the slice there (hiding the
     planned slice's new logs); an empty delete block is nothing to Java's readers and compactor."""
     block = delete_block(latest_delta_commit, [], {"TARGET_INSTANT_TIME": compaction})
-    written = [
-        _claim_next_log(mdt, group, slices[group.file_id], block, 0, f"compaction {compaction} not sealed")
-        for group in sorted(groups, key=lambda g: g.file_id)
-    ]
-    mdt.sync_dirs({w.partition for w in written})
-    return written
+    return _claim_in_each(mdt, groups, slices, block, f"compaction {compaction} not sealed")
 
 
 def seal_target(block: LogBlock) -> str | None:
