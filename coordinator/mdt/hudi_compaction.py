@@ -33,7 +33,7 @@ from timeline.hudi_log import rollback_target as command_target
 from timeline.io.storage import Storage
 from timeline.mdt import file_group_writes as writes
 from timeline.mdt import layout
-from timeline.mdt.file_slices import FileGroup, LogFile, TimelineFacts, list_file_groups
+from timeline.mdt.file_slices import FileGroup, FileSlice, LogFile, TimelineFacts, list_file_groups
 from timeline.mdt.hudi_layout import CLEAN_SUFFIX, compaction_instant
 from timeline.mdt.slice_records import log_blocks, valid_instants
 from timeline.mdt.table import MetadataTable
@@ -65,13 +65,19 @@ def schedule(mdt: MetadataTable, timeline: ActiveTimeline) -> str | None:
         return None
     groups = _groups(mdt)
     slices = hudi_deltacommit.writer_slices(mdt.storage, timeline, groups)
-    due = [g for g in groups if g.slices.get(slices[g.file_id]) and g.slices[slices[g.file_id]].logs]
+    due = [g for g in groups if _has_data(g.slices.get(slices[g.file_id]))]
     if not due:
         return None
     seals = writes.write_seals(mdt.storage, time, latest, due, slices)
     crash_point(steps.SEALED)
     sealed = {s.file_id: (s.partition, s.base_instant, _version(s.path)) for s in seals}
     return _write_plan(mdt, timeline, time, sealed)
+
+
+def _has_data(found: FileSlice | None) -> bool:
+    """Whether a slice holds a log larger than a seal: a group whose slice holds only empty blocks (its first
+    log, seals of compactions that found it empty) is not compacted again and again for nothing."""
+    return found is not None and any(log.size > hudi_deltacommit.SEAL_MAX_BYTES for log in found.logs)
 
 
 def _version(path: str) -> int:
@@ -118,7 +124,7 @@ def plan_orphan_seals(mdt: MetadataTable, timeline: ActiveTimeline | None = None
     timeline = timeline or mdt.timeline()
     facts = TimelineFacts.of(timeline)
     known = {i.time for i in timeline.instants}
-    planned = hudi_deltacommit.planned_groups(mdt.storage, timeline)
+    planned = hudi_deltacommit.planned_groups(timeline)
     orphans: dict[str, dict[str, tuple[str, str, int]]] = {}
     for group in _groups(mdt):
         counted = [b for b in group.slices if facts.counts(b)]

@@ -7,8 +7,10 @@ down): the same protocol as the previous format, in Hudi's files.
 - Each group's writer slice is the one Hudi's writer picks: the slice of a pending compaction that plans the
   group, else its latest slice on the timeline. A slice whose last log is a seal with no plan yet is refused
   (housekeeping plans it first).
-- `column_stats` and `bloom_filters` records come from the Parquet footers of the files the commit added, as
-  Java builds them; a deleted file gets a tombstone for each column of the table's schema and its filter.
+- `column_stats` records come from the Parquet footers of the files the commit added, as Java builds them;
+  `bloom_filters` records from the filters Tandem's writers built of each new file's keys (else a footer's, else
+  the file's keys read back); a deleted file gets a tombstone for each column of the table's schema and its
+  filter.
 - A rollback (`deltacommit.rollback` claims the decision first) appends a rollback command block to every group
   of every kept partition: blocks are never deleted, so a writer with a stale view cannot reuse a version.
 """
@@ -33,6 +35,7 @@ from timeline.format.meta_fields import META_COLUMNS, RECORD_KEY
 from timeline.format.table_config import TableConfig, read_config
 from timeline.hudi_log import HudiLogError
 from timeline.index.hudi_bloom import DYNAMIC_V0, SIMPLE, create_bloom_filter, from_footer
+from timeline.io.spill import loaded
 from timeline.io.storage import Storage
 from timeline.mdt import file_group_writes as writes
 from timeline.mdt import hudi_commit_records, hudi_records
@@ -53,7 +56,7 @@ def kept_partitions(mdt: MetadataTable) -> list[str]:
     return [p for p in KEPT_BY_TANDEM if p in built]
 
 
-def planned_groups(mdt: Storage, timeline: ActiveTimeline) -> dict[str, str]:
+def planned_groups(timeline: ActiveTimeline) -> dict[str, str]:
     """file id -> the pending compaction that plans it (the latest, if several)."""
     planned: dict[str, str] = {}
     for instant in sorted(timeline.instants, key=lambda i: i.time):
@@ -67,7 +70,7 @@ def writer_slices(mdt: Storage, timeline: ActiveTimeline, groups: Sequence[FileG
     """file id -> the base instant of the slice a new log of each group goes to; TandemError when a group's
     slice is sealed for a compaction that was never planned, or a group has no slice on the timeline."""
     facts = TimelineFacts.of(timeline)
-    planned = planned_groups(mdt, timeline)
+    planned = planned_groups(timeline)
     out = {}
     for group in groups:
         counted = [b for b in group.slices if facts.counts(b)]
@@ -230,8 +233,8 @@ def index_records(
         stats += [hudi_records.column_stats_tombstone(p, n, c) for p, n in deleted for c in columns]
         out[COLUMN_STATS] = stats
     if BLOOM_FILTERS in wanted:
-        hudi_filters = {
-            (b["partition"], b["fileName"]): b
+        hudi_filters = {  # a large insert's filters wait on local disk until the commit: read back here
+            (b["partition"], b["fileName"]): loaded(b)
             for b in (built or {}).get(BLOOM_FILTERS, [])
             if b.get("bloomType") in (SIMPLE, DYNAMIC_V0)
         }
