@@ -14,6 +14,7 @@ from timeline.format.fs_view import FileSystemView, list_base_files, parse_listi
 from timeline.format.instant import CLOCK
 from timeline.format.table_config import (
     HOODIE_DIR,
+    JAVA_METADATA_PARTITIONS_INFLIGHT,
     METADATA_ENABLED,
     METADATA_INDEXES,
     TableConfig,
@@ -127,6 +128,8 @@ class Table:
         )
         if with_metadata:
             config.raw[METADATA_ENABLED] = "true"
+            if hudi_format:  # recorded as being built from the start: a crash before it is would leave no trace
+                config.raw[JAVA_METADATA_PARTITIONS_INFLIGHT] = "files"
             if indexes:
                 config.raw[METADATA_INDEXES] = ",".join(sorted(indexes))
         for folder in (HOODIE_DIR, f"{HOODIE_DIR}/{ARCHIVED_FOLDER}", TEMP_DIR):

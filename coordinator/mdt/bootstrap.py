@@ -78,7 +78,7 @@ def finish_interrupted_initialization(mdt: MetadataTable, table_name: str, data_
         with METRICS.timed(INITIALIZE):
             indexes = [p for p in config.java_metadata_partitions_inflight if p != FILES]
             return hudi_initialize.initialize(mdt, table_name, data_timeline, indexes)
-    return finish_interrupted_builds(mdt, data_timeline) if mdt.exists() else None
+    return finish_interrupted_builds(mdt, data_timeline, config) if mdt.exists() else None
 
 
 def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:

@@ -8,7 +8,9 @@ Execute: merge base + the blocks of *decided-committed* instants of the
 planned logs into a staged file (outside the lock when a worker runs it), then
 under the lock publish it as base file C with create-if-absent and complete
 `C.commit`, which records each base file's CRC32: readers and writers verify
-a base file against it before they use it (`health`). A block whose instant is still undecided (prepared by a writer
+a base file against it before they use it (`health`). On Hudi's format
+(`hudi_compaction`) the commit records sizes, and the HFile's own block
+checksums vouch for its bytes. A block whose instant is still undecided (prepared by a writer
 that claimed its log version before the seal) defers the compaction: merging
 it would be a guess either way. Decisions are final, so every attempt of one
 plan builds the same base, and an attempt never deletes a base another

@@ -3,10 +3,11 @@ protocol in Hudi's files and instants.
 
 - Schedule (under the lock): compaction C is `<latest completed delta commit>001`, as Java names it (Java
   schedules its own next compaction only above every instant of the write timeline). Each group whose
-  writer slice holds logs is sealed (`file_group_writes.write_seals`: its next version claimed with an empty
-  delete block naming C), then `C.compaction.requested` plans the logs below each seal, with the sealed
-  versions in the plan's `extraMetadata`. A writer with a stale view loses the race for the sealed version;
-  one that sees a seal without a plan refuses, and housekeeping writes the plan from the seals.
+  writer slice holds data above its last seal is sealed (`file_group_writes.write_seals`: its next version
+  claimed with an empty delete block naming C), then `C.compaction.requested` plans the logs below each
+  seal, with the sealed versions in the plan's `extraMetadata`. A writer with a stale view loses the race
+  for the sealed version; one that sees a seal without a plan refuses, and housekeeping writes the plan from
+  the seals.
 - Execute (outside the lock when a worker runs it): each planned group's base merged with the blocks of
   valid instants is written as `{fileId}_0-0-0_C.hfile` with create-if-absent. The bytes are a function of
   the plan and of final decisions, so every attempt writes the same file. A block of an instant not decided
@@ -65,7 +66,7 @@ def schedule(mdt: MetadataTable, timeline: ActiveTimeline) -> str | None:
         return None
     groups = _groups(mdt)
     slices = hudi_deltacommit.writer_slices(mdt.storage, timeline, groups)
-    due = [g for g in groups if _has_data(g.slices.get(slices[g.file_id]))]
+    due = [g for g in groups if _has_data(mdt.storage, g.slices.get(slices[g.file_id]))]
     if not due:
         return None
     seals = writes.write_seals(mdt.storage, time, latest, due, slices)
@@ -74,10 +75,16 @@ def schedule(mdt: MetadataTable, timeline: ActiveTimeline) -> str | None:
     return _write_plan(mdt, timeline, time, sealed)
 
 
-def _has_data(found: FileSlice | None) -> bool:
-    """Whether a slice holds a log larger than a seal: a group whose slice holds only empty blocks (its first
-    log, seals of compactions that found it empty) is not compacted again and again for nothing."""
-    return found is not None and any(log.size > hudi_deltacommit.SEAL_MAX_BYTES for log in found.logs)
+def _has_data(mdt: Storage, found: FileSlice | None) -> bool:
+    """Whether a slice holds a log larger than a seal above its last seal: a group whose slice holds only
+    empty blocks (its first log, seals of compactions that found it empty, blocks those compactions found
+    rolled back) is not compacted again and again for nothing."""
+    for log in reversed(found.logs if found is not None else []):
+        if log.size > hudi_deltacommit.SEAL_MAX_BYTES:
+            return True
+        if any(writes.seal_target(b) is not None for b in log_blocks(mdt, log.path, log.size)):
+            return False
+    return False
 
 
 def _version(path: str) -> int:
@@ -109,13 +116,15 @@ def _sealed_below(mdt: Storage, logs: Sequence[LogFile], timeline: ActiveTimelin
     """Whether a log below this seal is the seal of a compaction not completed: another scheduler (one that
     only believed it held the lock) sealed the slice first, and the slice is its plan's. The lowest seal wins;
     a higher one stays, with no plan, above the winner's planned logs, and the winner's pending plan moves
-    writers to its new slice. The seal of a completed compaction that found the group empty is history."""
+    writers to its new slice. The seal of a completed (or archived) compaction that found the group empty is
+    history."""
     done = {i.time for i in timeline.completed() if i.action == COMPACTION}
+    first = min((i.time for i in timeline.instants), default=None)
     for log in logs:
         if log.size <= hudi_deltacommit.SEAL_MAX_BYTES:
-            targets = (writes.seal_target(b) for b in log_blocks(mdt, log.path, log.size))
-            if any(t is not None and t not in done for t in targets):
-                return True
+            for target in filter(None, (writes.seal_target(b) for b in log_blocks(mdt, log.path, log.size))):
+                if target not in done and not (first is not None and target < first):
+                    return True
     return False
 
 
@@ -123,7 +132,6 @@ def plan_orphan_seals(mdt: MetadataTable, timeline: ActiveTimeline | None = None
     """Finish a schedule that crashed between sealing and planning: the plan of the sealed groups."""
     timeline = timeline or mdt.timeline()
     facts = TimelineFacts.of(timeline)
-    known = {i.time for i in timeline.instants}
     planned = hudi_deltacommit.planned_groups(timeline)
     orphans: dict[str, dict[str, tuple[str, str, int]]] = {}
     for group in _groups(mdt):
@@ -133,7 +141,7 @@ def plan_orphan_seals(mdt: MetadataTable, timeline: ActiveTimeline | None = None
             continue
         base_instant = max(counted)
         seal = hudi_deltacommit.top_seal(mdt.storage, group, base_instant)
-        if seal is not None and seal[1] not in known:
+        if seal is not None and not hudi_deltacommit.is_history(seal[1], facts):
             orphans.setdefault(seal[1], {})[group.file_id] = (group.partition, base_instant, seal[0])
     for time, sealed in sorted(orphans.items()):
         if _write_plan(mdt, timeline, time, sealed) is not None:

@@ -100,12 +100,18 @@ def top_seal(mdt: Storage, group: FileGroup, base_instant: str) -> tuple[int, st
     return (top.name.version, target) if target is not None else None
 
 
+def is_history(compaction: str, facts: TimelineFacts) -> bool:
+    """Whether a seal's compaction is on the timeline, or older than its first instant (archived)."""
+    return compaction in facts.write_times or (facts.first_time is not None and compaction < facts.first_time)
+
+
 def _refuse_orphan_seal(mdt: Storage, group: FileGroup, base_instant: str, facts: TimelineFacts) -> None:
-    """A seal is history once its compaction is on the timeline (a group the compaction found empty keeps
-    its slice, as in Java); one whose compaction is not there yet must be planned before anything lands above."""
+    """A seal is history once its compaction is on the timeline or archived (a group the compaction found
+    empty keeps its slice, as in Java); one whose compaction is not there yet must be planned before anything
+    lands above. A writer that meets one lost a race with a scheduler (or follows one that crashed)."""
     seal = top_seal(mdt, group, base_instant)
-    if seal is not None and seal[1] not in facts.write_times:
-        raise TandemError(
+    if seal is not None and not is_history(seal[1], facts):
+        raise ConflictError(
             f"metadata file group {group.file_id} is sealed for compaction {seal[1]}, which is not planned; "
             "run `tandem recover`"
         )
@@ -146,7 +152,7 @@ def _changed_files(records: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str
 
 def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMetaData]:
     """The Parquet footer of each (partition, name) data file, read in parallel on S3; ConflictError when
-    one is gone (a paused writer's files rolled back meanwhile)."""
+    one is gone (for a commit: its files rolled back by another process while it was paused)."""
 
     def footer(file: tuple[str, str]) -> pq.FileMetaData:
         path = f"{file[0]}/{file[1]}" if file[0] else file[1]

@@ -8,13 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, field
 
-from coordinator.mdt.hudi_deltacommit import bloom_filter_records, footers
+from coordinator.mdt.hudi_deltacommit import bloom_filter_records, footers, planned_groups
 from timeline.crash_points import crash_point
+from timeline.errors import BadInputError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import DELTA_COMMIT, Instant
 from timeline.format.table_config import read_config, record_metadata_indexes, record_metadata_partitions
 from timeline.mdt import file_group_writes as writes
 from timeline.mdt import hudi_commit_records, hudi_records
+from timeline.mdt.file_slices import list_file_groups
 from timeline.mdt.hudi_layout import (
     BLOOM_FILTERS,
     COLUMN_STATS,
@@ -73,6 +75,12 @@ def drop_partitions(mdt: MetadataTable, unwanted: Sequence[str]) -> list[str]:
     dropped = [p for p in unwanted if p in config.java_metadata_partitions or p in config.metadata_indexes]
     if not dropped:
         return []
+    planned = set(planned_groups(mdt.timeline()))
+    busy = [p for p in dropped if any(g.file_id in planned for g in list_file_groups(mdt.storage, p))]
+    if busy:  # its plan would miss the files: a pending compaction is retried, never abandoned
+        raise BadInputError(
+            f"a pending metadata compaction covers {', '.join(busy)}: run `tandem compact` first, then drop it"
+        )
     record_metadata_indexes(mdt.data_storage, [i for i in config.metadata_indexes if i not in dropped])
     kept = [p for p in config.java_metadata_partitions if p not in dropped]
     mdt.is_hudi_format(record_metadata_partitions(mdt.data_storage, kept))
@@ -158,7 +166,6 @@ def finish_interrupted(
             timeline.delete_instant_files(instant.time, instant.action)
     for partition in interrupted:
         mdt.storage.delete_dir(partition)
-    record_metadata_partitions(mdt.data_storage, config.java_metadata_partitions)
     return add_partitions(mdt, data_timeline, interrupted, live)
 
 

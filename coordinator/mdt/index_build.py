@@ -141,7 +141,8 @@ def build(
     config = read_config(mdt.data_storage)
     if not config.metadata_enabled or not mdt.exists():
         raise BadInputError(f"{mdt.data_storage.uri('')} has no metadata table (`tandem metadata create` first)")
-    new = [w for w in wanted if w not in config.metadata_indexes]
+    have = config.java_metadata_partitions if mdt.is_hudi_format(config) else config.metadata_indexes
+    new = [w for w in wanted if w not in have]
     if not new:
         return None
     pending = [f"{i.time}.{i.action}" for i in data_timeline.pending()]
@@ -198,10 +199,13 @@ def catch_up(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
     return commit_records(mdt, data_timeline, records)
 
 
-def finish_interrupted_builds(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
+def finish_interrupted_builds(
+    mdt: MetadataTable, data_timeline: ActiveTimeline, config: TableConfig | None = None
+) -> str | None:
     """Build again the index partitions of a metadata table in Hudi's format a crash left half built (under
     the lock, once nothing is pending); None when there were none."""
-    if data_timeline.pending() or not mdt.is_hudi_format():
+    config = config or read_config(mdt.data_storage)
+    if data_timeline.pending() or not config.java_metadata_partitions_inflight or not mdt.is_hudi_format(config):
         return None
     return hudi_index_build.finish_interrupted(mdt, data_timeline, live_files(mdt, data_timeline))
 

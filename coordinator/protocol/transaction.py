@@ -154,8 +154,8 @@ class Transaction:
         return self.begun
 
     def _build_metadata_table_if_missing(self, timeline: ActiveTimeline) -> None:
-        """As Hudi's writer does with `hoodie.metadata.enable`: the MDT's log chain is the commit's fence. An
-        index partition of Hudi's format that a crash left half built is built again first.
+        """As Hudi's writer does with `hoodie.metadata.enable`: the MDT's log chain is the commit's fence. What
+        a crash left half built in Hudi's format (the whole MDT, or an index partition) is built again first.
 
         Only when nothing is pending (the listing must be final); otherwise a later write builds it.
         """

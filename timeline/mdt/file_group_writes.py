@@ -240,8 +240,9 @@ def write_seals(
     slices: Mapping[str, str],
 ) -> list[WrittenFile]:
     """Seal each group's writer slice for `compaction`: a new log holding one empty delete block whose
-    TARGET_INSTANT_TIME names the compaction. A Tandem writer refuses to log above a seal, and one with a
-    stale view collides with its version, so no log lands in a slice after its plan. Its INSTANT_TIME is
+    TARGET_INSTANT_TIME names the compaction. A Tandem writer refuses to log above a seal whose compaction is
+    not planned yet, and one with a stale view collides with its version, so no delta commit's log lands in a
+    slice after its plan (a rollback command block may: it only drops blocks). Its INSTANT_TIME is
     the latest completed delta commit: a later one would end Java's scan of the slice there (hiding the
     planned slice's new logs); an empty delete block is nothing to Java's readers and compactor."""
     block = delete_block(latest_delta_commit, [], {"TARGET_INSTANT_TIME": compaction})
