@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from coordinator.mdt import hudi_initialize
+from coordinator.mdt import hudi_index_build, hudi_initialize
 from coordinator.mdt.compaction import execute
-from coordinator.mdt.index_build import finish_interrupted_builds, index_all
+from coordinator.mdt.index_build import index_all, live_files
 from timeline.errors import BadInputError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMPACTION, Instant, State
@@ -47,13 +47,13 @@ def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimelin
     `repair` rebuilds it), never one readers silently take as complete. Leftovers of an MDT whose properties
     file is gone are removed, not merged.
     """
+    _refuse_pending(data_timeline, "initialize")
+    if mdt.exists():
+        raise BadInputError("the metadata table already exists (`tandem metadata delete` first)")
+    if hudi_format:
+        indexes = [p for p in (read_config(mdt.data_storage).raw.get(METADATA_INDEXES) or "").split(",") if p]
+        return hudi_initialize.initialize(mdt, table_name, data_timeline, indexes)
     with METRICS.timed(INITIALIZE):
-        _refuse_pending(data_timeline, "initialize")
-        if mdt.exists():
-            raise BadInputError("the metadata table already exists (`tandem metadata delete` first)")
-        if hudi_format:
-            indexes = [p for p in (read_config(mdt.data_storage).raw.get(METADATA_INDEXES) or "").split(",") if p]
-            return hudi_initialize.initialize(mdt, table_name, data_timeline, indexes)
         record_metadata_table(mdt.data_storage, True)
         mdt.delete()
         mdt.create(table_name)
@@ -74,11 +74,12 @@ def finish_interrupted_initialization(mdt: MetadataTable, table_name: str, data_
     if data_timeline.pending():
         return None
     config = read_config(mdt.data_storage)
-    if FILES in config.java_metadata_partitions_inflight:
-        with METRICS.timed(INITIALIZE):
-            indexes = [p for p in config.java_metadata_partitions_inflight if p != FILES]
-            return hudi_initialize.initialize(mdt, table_name, data_timeline, indexes)
-    return finish_interrupted_builds(mdt, data_timeline, config) if mdt.exists() else None
+    inflight = config.java_metadata_partitions_inflight
+    if FILES in inflight:
+        return hudi_initialize.initialize(mdt, table_name, data_timeline, [p for p in inflight if p != FILES])
+    if not inflight or not mdt.exists():
+        return None
+    return hudi_index_build.finish_interrupted(mdt, data_timeline, live_files(mdt, data_timeline))
 
 
 def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
@@ -95,8 +96,8 @@ def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -
     config = read_config(mdt.data_storage)
     if mdt.is_hudi_format(config):  # rebuilt in Hudi's format, with the partitions it had: Java continues it
         wanted = set(config.java_metadata_partitions) | set(config.java_metadata_partitions_inflight)
-        with METRICS.timed(INITIALIZE):  # records the partitions as being built before it deletes anything
-            return hudi_initialize.initialize(mdt, table_name, data_timeline, sorted(wanted))
+        # records the partitions as being built before it deletes anything
+        return hudi_initialize.initialize(mdt, table_name, data_timeline, sorted(wanted))
     mdt.delete()
     # A stale record of Java's goes too, before Tandem builds its own MDT there: the record decides the format
     # for Java and Tandem alike

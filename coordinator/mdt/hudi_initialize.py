@@ -14,6 +14,7 @@ from timeline.mdt import hudi_commit_records
 from timeline.mdt.hudi_layout import COLUMN_STATS, FILES, SOLO_COMMIT_TIMESTAMP
 from timeline.mdt.storage_listing import list_storage
 from timeline.mdt.table import MetadataTable
+from timeline.metrics import INITIALIZE, METRICS
 
 
 def _listing(mdt: MetadataTable, data_timeline: ActiveTimeline) -> dict[str, dict[str, int]]:
@@ -28,6 +29,11 @@ def _listing(mdt: MetadataTable, data_timeline: ActiveTimeline) -> dict[str, dic
 def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline, indexes: Sequence[str] = ()) -> str:
     """Build the MDT (`files`, and the index partitions of `indexes`); the time of its first delta commit.
     The caller holds the lock and has checked that no data instant is pending."""
+    with METRICS.timed(INITIALIZE):
+        return _initialize(mdt, table_name, data_timeline, indexes)
+
+
+def _initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline, indexes: Sequence[str]) -> str:
     files = _listing(mdt, data_timeline)
     named = [(p, n) for p, names in sorted(files.items()) for n in sorted(names)]
     read: list = []

@@ -199,17 +199,6 @@ def catch_up(mdt: MetadataTable, data_timeline: ActiveTimeline) -> str | None:
     return commit_records(mdt, data_timeline, records)
 
 
-def finish_interrupted_builds(
-    mdt: MetadataTable, data_timeline: ActiveTimeline, config: TableConfig | None = None
-) -> str | None:
-    """Build again the index partitions of a metadata table in Hudi's format a crash left half built (under
-    the lock, once nothing is pending); None when there were none."""
-    config = config or read_config(mdt.data_storage)
-    if data_timeline.pending() or not config.java_metadata_partitions_inflight or not mdt.is_hudi_format(config):
-        return None
-    return hudi_index_build.finish_interrupted(mdt, data_timeline, live_files(mdt, data_timeline))
-
-
 def finish_failed_builds(mdt: MetadataTable, data_timeline: ActiveTimeline, pending: list[str]) -> list[str]:
     """Complete the pending builds whose commit was decided; roll back the others (returned)."""
     rolled_back = []
