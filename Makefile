@@ -59,4 +59,5 @@ bench: $(STAMP)
 	$(PY) -m bench.listing
 	$(PY) -m bench.listing_format
 	$(PY) -m bench.commit
+	$(PY) -m bench.commit_format
 	$(PY) -m bench.spark_write

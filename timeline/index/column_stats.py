@@ -49,6 +49,7 @@ class ColumnRange:
     `min`/`max` are valid lower/upper bounds of the non-null, non-NaN values (None: unknown or
     no such value; datetimes of zoned types are in UTC); `*_exact` says the bound is the actual
     minimum/maximum, which a reader needs before it may prune `col != v` on a file whose min = max = v.
+    `nan_count` is -1 where it is not known (a range read from Hudi's own records, `hudi_ranges`).
     """
 
     column: str

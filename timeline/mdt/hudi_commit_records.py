@@ -12,6 +12,7 @@ format, so that Java's readers, compactor and data skipping find what Java itsel
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -60,8 +61,11 @@ def _higher(a: Wrapped | None, b: Wrapped | None) -> Wrapped | None:
 
 def column_stats(file_name: str, footer: pq.FileMetaData, schema: pa.Schema) -> list[ColumnStats]:
     """The statistics of each top-level primitive column of a Parquet file, from its footer (in column
-    order): min of the row groups' mins, max of their maxes, counts and sizes summed."""
+    order): min of the row groups' mins, max of their maxes, counts and sizes summed. A chunk holding values
+    without a min and max (no statistics, or values longer than its writer keeps in them) leaves its column
+    without bounds: the other chunks' bounds would not cover its values."""
     out: dict[str, ColumnStats] = {}
+    unbounded: set[str] = set()
     for group in range(footer.num_row_groups):
         row_group = footer.row_group(group)
         for i in range(row_group.num_columns):
@@ -75,6 +79,8 @@ def column_stats(file_name: str, footer: pq.FileMetaData, schema: pa.Schema) -> 
                 low, high = wrap(stats.min, dtype), wrap(stats.max, dtype)
             else:
                 low = high = missing_bound(dtype, chunk.physical_type)
+                if stats is None or not stats.has_null_count or stats.null_count < chunk.num_values:
+                    unbounded.add(name)
             nulls = stats.null_count if stats is not None and stats.has_null_count else chunk.num_values
             found = out.get(name)
             if found is None:
@@ -93,7 +99,10 @@ def column_stats(file_name: str, footer: pq.FileMetaData, schema: pa.Schema) -> 
                 found.total_size + chunk.total_compressed_size,
                 found.total_uncompressed_size + chunk.total_uncompressed_size,
             )
-    return list(out.values())
+    return [
+        dataclasses.replace(s, min_value=None, max_value=None) if s.column_name in unbounded else s
+        for s in out.values()
+    ]
 
 
 def column_stats_records(partition: str, file_name: str, footer: pq.FileMetaData) -> list[dict[str, Any]]:

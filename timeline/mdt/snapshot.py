@@ -18,6 +18,7 @@ from timeline.mdt.hudi_layout import BLOOM_FILTERS, COLUMN_STATS, FILES
 from timeline.mdt.hudi_records import BloomFilter, ColumnStats
 from timeline.mdt.slice_records import GroupRecords, read_group, valid_instants
 
+_ID_LENGTH = len(hudi_keys.column_index_id(""))  # a column's or partition's part of a column_stats key
 _LIVE: LruCache[int, tuple[dict, dict[str, int]]] = LruCache(1024)
 
 
@@ -118,6 +119,21 @@ class MetadataSnapshot:
         ]
         records = self._read(COLUMN_STATS, prefixes=prefixes)
         return [hudi_records.column_stats_of(r) for _, r in sorted(records.items())]
+
+    def column_stats_of_files(
+        self, columns: Sequence[str], partitions: Sequence[str]
+    ) -> dict[tuple[str, str], list[ColumnStats]]:
+        """(partition, file name) -> the live column statistics of `columns` of each file in `partitions`,
+        read in one pass of key prefix scans; the key's partition part says which partition a record is of."""
+        by_id = {hudi_keys.partition_index_id(hudi_keys.partition_identifier(p)): p for p in partitions}
+        prefixes = [hudi_keys.column_index_id(c) + partition_id for c in columns for partition_id in by_id]
+        out: dict[tuple[str, str], list[ColumnStats]] = {}
+        for key, record in sorted(self._read(COLUMN_STATS, prefixes=prefixes).items()):
+            stats = hudi_records.column_stats_of(record)
+            if not stats.is_deleted:
+                partition = by_id[key[_ID_LENGTH : 2 * _ID_LENGTH]]
+                out.setdefault((partition, stats.file_name), []).append(stats)
+        return out
 
     def bloom_filters(self, files: Sequence[tuple[str, str]]) -> dict[tuple[str, str], BloomFilter]:
         """(partition, file name) -> the bloom filter record of each base file the MDT has one for."""

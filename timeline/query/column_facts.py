@@ -61,14 +61,14 @@ def facts_of_range(found: ColumnRange, dtype: pa.DataType) -> Facts | None:
         low, high = (None if b is None else _round_float(b, dtype) for b in (low, high))
     if low is not None and high is not None and high < low:
         low = high = None
-    others = found.value_count - found.null_count - found.nan_count
+    others = found.value_count - found.null_count - max(found.nan_count, 0)
     return Facts(
         kind=kind,
         dtype=dtype,
         low=low,
         high=high,
         values=others > 0 or low is not None or high is not None,
-        nan=found.nan_count > 0 and kind == FLOAT,
+        nan=found.nan_count != 0 and kind == FLOAT,  # -1: not counted (Hudi's records), so NaN may be there
         nulls=found.null_count > 0,
     )
 

@@ -29,8 +29,10 @@ from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.fs_view import FILES_SCHEMA, latest_files
 from timeline.format.instant import CLEAN, WRITE_ACTIONS, query_instant
 from timeline.index.column_stats import ColumnRange
+from timeline.mdt.hudi_ranges import column_range
 from timeline.mdt.log import COLUMN_STATS
 from timeline.mdt.reader import MetadataReader
+from timeline.mdt.snapshot import MetadataSnapshot
 from timeline.mdt.table import MetadataTable
 from timeline.query.partition_filter import PARTITION_COLUMN, partition_candidates, typed_fields
 from timeline.query.partition_pruning import prune_partitions
@@ -178,7 +180,7 @@ def plan_scan(
     if len(kept) < len(everything):
         pruned = sorted(set(everything) - set(kept))
         count_pruned = functools.partial(_count_files, lister, pruned, found.timeline, since, until)
-    ranges, stats = _column_stats(table, found.mdt, found.timeline, expr, files, types)
+    ranges, stats = _column_stats(table, found.mdt, found.timeline, expr, files, types, schema)
     pruned_by_stats = 0
     if ranges is not None and expr is not None:
         keep = [
@@ -334,6 +336,7 @@ def _column_stats(
     expr: Expr | None,
     files: pa.Table,
     partition_types: dict[str, pa.DataType],
+    schema: pa.Schema | None,
 ) -> tuple[dict[tuple[str, str], dict[str, ColumnRange]] | None, str]:
     """Ranges of the filter's columns per file, from the MDT's `column_stats` (None when unusable), and what
     the plan says of them.
@@ -345,22 +348,43 @@ def _column_stats(
         return None, "not used"
     if columns_of(expr) <= set(partition_types):
         return None, "not needed: the filter is on partition values only, decided exactly"
-    if COLUMN_STATS not in table.config.metadata_indexes:
+    hudi_format = mdt is not None and mdt.is_hudi_format()
+    if COLUMN_STATS not in (mdt.hudi_partitions() if hudi_format else table.config.metadata_indexes):
         return None, "no column_stats index"
     if mdt is None:
         return None, "not used: the listing came from storage"
     wanted = sorted(columns_of(expr))
     try:
-        partitions = pc.unique(files.column("partition")).to_pylist()
-        records = MetadataReader(mdt, timeline).index(COLUMN_STATS, sorted(partitions), wanted)
-        out: dict[tuple[str, str], dict[str, ColumnRange]] = {}
-        for record in records.to_pylist():
-            ranges = out.setdefault((record["partition"], record["fileName"]), {})
-            ranges[record["columnName"]] = ColumnRange.from_record(record)
+        partitions = sorted(pc.unique(files.column("partition")).to_pylist())
+        reader = MetadataReader(mdt, timeline)
+        if reader.snapshot is not None:
+            out = _hudi_ranges(reader.snapshot, wanted, partitions, schema)
+        else:
+            out = {}
+            for record in reader.index(COLUMN_STATS, partitions, wanted).to_pylist():
+                ranges = out.setdefault((record["partition"], record["fileName"]), {})
+                ranges[record["columnName"]] = ColumnRange.from_record(record)
     except (TandemError, OSError, pa.ArrowException, ValueError, KeyError, TypeError) as err:
         LOG.warning("%s: column_stats index unreadable, planning without it: %s", table.uri, err)
         return None, f"not used: the column_stats index is unreadable ({err})"
+    if reader.snapshot is not None and reader.snapshot.corrupt:
+        LOG.warning("%s: column_stats index has corrupt blocks, planning without it", table.uri)
+        return None, "not used: the column_stats index has corrupt blocks"
     return out, f"used for {', '.join(wanted)}"
+
+
+def _hudi_ranges(
+    snapshot: MetadataSnapshot, columns: list[str], partitions: list[str], schema: pa.Schema | None
+) -> dict[tuple[str, str], dict[str, ColumnRange]]:
+    """The ranges Hudi's records give, each read as the table's type of its column (`hudi_ranges`)."""
+    types = {c: schema.field(c).type for c in columns if schema is not None and c in schema.names}
+    out: dict[tuple[str, str], dict[str, ColumnRange]] = {}
+    for (partition, file_name), found in snapshot.column_stats_of_files(list(types), partitions).items():
+        for stats in found:
+            found_range = column_range(stats, types[stats.column_name])
+            if found_range is not None:
+                out.setdefault((partition, file_name), {})[stats.column_name] = found_range
+    return out
 
 
 def _groups_written(timeline: ActiveTimeline, since: str, until: str | None) -> set[tuple[str, str]]:
