@@ -1,4 +1,5 @@
-"""Hudi's bloom index over the MDT's `bloom_filters` partition: which files may hold a batch's keys.
+"""Hudi's bloom index over the MDT's `bloom_filters` partition: which files may hold a batch's keys, from
+Tandem's records (a key range and Tandem's filter) or Hudi's own (Hudi's filter only).
 
 A file is ruled out only by its own record: no incoming key falls in its
 [min, max] record-key range, or its bloom filter answers "no" for every key
@@ -21,7 +22,9 @@ from timeline.errors import TandemError
 from timeline.format.file_names import BaseFile
 from timeline.format.table_config import TableConfig
 from timeline.index.bloom import BloomFilter
+from timeline.index.hudi_bloom import from_mdt
 from timeline.index.murmur3 import hash128
+from timeline.mdt.hudi_records import BloomFilter as HudiBloomRecord
 from timeline.mdt.log import BLOOM_FILTERS
 from timeline.mdt.reader import MetadataReader
 from timeline.table import TableView
@@ -38,10 +41,16 @@ def bloom_candidates(
 ) -> list[BaseFile]:
     """The files of `files` that may hold one of `keys` (of the key's own partition, when `partitions` is given:
     the non-global index); every key is hashed once, whatever the number of files."""
-    if BLOOM_FILTERS not in config.metadata_indexes or getattr(view, "mdt", None) is None:
+    mdt = getattr(view, "mdt", None)
+    if mdt is None:
         return files
+    hudi_format = mdt.is_hudi_format()
+    if BLOOM_FILTERS not in (mdt.hudi_partitions() if hudi_format else config.metadata_indexes):
+        return files
+    if hudi_format:
+        return _hudi_candidates(view, files, keys, partitions)
     try:
-        records = MetadataReader(view.mdt, view.timeline).index(BLOOM_FILTERS, sorted({f.partition for f in files}))
+        records = MetadataReader(mdt, view.timeline).index(BLOOM_FILTERS, sorted({f.partition for f in files}))
         by_file = {(r["partition"], r["fileName"]): r for r in records.to_pylist()}
     except (TandemError, OSError, pa.ArrowException, ValueError, KeyError) as err:
         LOG.warning("bloom_filters index unreadable, tagging opens every candidate file: %s", err)
@@ -49,6 +58,52 @@ def bloom_candidates(
     batches = _batches(keys, partitions)
     everywhere = batches.get(None)
     return [f for f in files if _may_hold(by_file.get((f.partition, f.name)), everywhere or batches.get(f.partition))]
+
+
+def _hudi_candidates(
+    view: TableView,
+    files: list[BaseFile],
+    keys: pa.ChunkedArray | pa.Array,
+    partitions: pa.ChunkedArray | pa.Array | None,
+) -> list[BaseFile]:
+    """The same over Hudi's `bloom_filters` records (Java's filters, or the SIMPLE ones Tandem's writer builds):
+    they hold no key range, so each file's filter is asked for every key of its batch."""
+    try:
+        snapshot = MetadataReader(view.mdt, view.timeline).snapshot
+        filters = snapshot.bloom_filters([(f.partition, f.name) for f in files])
+    except (TandemError, OSError, ValueError, KeyError) as err:
+        LOG.warning("bloom_filters index unreadable, tagging opens every candidate file: %s", err)
+        return files
+    if snapshot.corrupt:
+        LOG.warning("bloom_filters index has corrupt blocks, tagging opens every candidate file")
+        return files
+    unique = {p: pc.unique(k.drop_null()) for p, k in _keys_by_partition(keys, partitions).items()}
+    everywhere = unique.get(None)
+    kept = []
+    for file in files:
+        batch = everywhere if everywhere is not None else unique.get(file.partition)
+        if batch is not None and len(batch) and _hudi_may_hold(filters.get((file.partition, file.name)), batch):
+            kept.append(file)
+    return kept
+
+
+def _keys_by_partition(
+    keys: pa.ChunkedArray | pa.Array, partitions: pa.ChunkedArray | pa.Array | None
+) -> dict[str | None, pa.Array | pa.ChunkedArray]:
+    if partitions is None:
+        return {None: keys}
+    by_partition = pa.table({KEY: keys, PARTITION: partitions})
+    return {partition: part.column(KEY) for partition, part in split_by(by_partition, PARTITION)}
+
+
+def _hudi_may_hold(record: HudiBloomRecord | None, keys: pa.Array | pa.ChunkedArray) -> bool:
+    if record is None or record.is_deleted:
+        return True
+    try:
+        bloom = from_mdt(record.type, record.bloom_filter)
+    except ValueError:
+        return True
+    return bool(bloom.might_contain_many(keys).any())
 
 
 class _Batch:
@@ -71,10 +126,7 @@ class _Batch:
 
 
 def _batches(keys: pa.ChunkedArray | pa.Array, partitions: pa.ChunkedArray | pa.Array | None) -> dict:
-    if partitions is None:
-        return {None: _Batch(keys)}
-    by_partition = pa.table({KEY: keys, PARTITION: partitions})
-    return {partition: _Batch(part.column(KEY)) for partition, part in split_by(by_partition, PARTITION)}
+    return {partition: _Batch(part) for partition, part in _keys_by_partition(keys, partitions).items()}
 
 
 def _may_hold(record: dict | None, batch: _Batch | None) -> bool:

@@ -168,10 +168,13 @@ def test_a_damaged_index_is_never_trusted(table: Table, checksummed: bool) -> No
     assert report.returncode == 1
 
 
-def test_upserts_tag_with_the_bloom_index_and_agree_with_the_simple_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hudi_format", [False, True], ids=["tandem-format", "hudi-format"])
+def test_upserts_tag_with_the_bloom_index_and_agree_with_the_simple_one(tmp_path: Path, hudi_format: bool) -> None:
+    """On Hudi's format the filters are Hudi's records, without key ranges."""
     results = {}
     for index_type in ("BLOOM", "SIMPLE"):
-        table = Table.create(str(tmp_path / index_type), "t", ["id"], ["city"], precombine_field="ts")
+        path = str(tmp_path / index_type)
+        table = Table.create(path, "t", ["id"], ["city"], precombine_field="ts", hudi_format=hudi_format)
         config = CoordinatorConfig(index_type=index_type)
         writer = LocalWriter(table, coordinator=config)
         for day in range(6):
