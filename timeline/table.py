@@ -16,7 +16,9 @@ from timeline.format.table_config import (
     HOODIE_DIR,
     JAVA_METADATA_PARTITIONS_INFLIGHT,
     METADATA_ENABLED,
+    METADATA_FORMAT,
     METADATA_INDEXES,
+    TANDEM_FORMAT,
     TableConfig,
     read_config,
     record_metadata_table,
@@ -109,11 +111,12 @@ class Table:
         precombine_field: str | None = None,
         with_metadata: bool = True,
         indexes: tuple[str, ...] = DEFAULT_INDEXES,
-        hudi_format: bool = False,
+        hudi_format: bool = True,
     ) -> Table:
         """A new table; with a metadata table keeping `indexes` (column stats and bloom filters by default:
         a new table has no files to build them from, so they cost nothing to turn on now), in Hudi's own
-        format when `hudi_format` (every Hudi engine then lists from it), else in Tandem's."""
+        format (every Hudi engine then lists from it), or in Tandem's previous one when not `hudi_format`
+        (recorded, so the table keeps it)."""
         if not name or not record_key_fields:
             raise BadInputError("a table needs a name and at least one record key field")
         if len(set(record_key_fields)) != len(record_key_fields):
@@ -130,6 +133,8 @@ class Table:
             config.raw[METADATA_ENABLED] = "true"
             if hudi_format:  # recorded as being built from the start: a crash before it is would leave no trace
                 config.raw[JAVA_METADATA_PARTITIONS_INFLIGHT] = "files"
+            else:
+                config.raw[METADATA_FORMAT] = TANDEM_FORMAT
             if indexes:
                 config.raw[METADATA_INDEXES] = ",".join(sorted(indexes))
         for folder in (HOODIE_DIR, f"{HOODIE_DIR}/{ARCHIVED_FOLDER}", TEMP_DIR):

@@ -19,11 +19,11 @@ from timeline.errors import BadInputError
 @click.option("--precombine", default=None, help="Column whose largest value wins among duplicate keys.")
 @click.option(
     "--metadata-format",
-    type=click.Choice(["tandem", "hudi"]),
-    default="tandem",
+    type=click.Choice(["hudi", "tandem"]),
+    default="hudi",
     show_default=True,
     help="The metadata table's files: Hudi's own (HFile and Hudi log blocks, listed from by every Hudi engine) "
-    "or Tandem's.",
+    "or Tandem's previous format, which the table then keeps.",
 )
 @click.option(
     "--lock", "lock_uri", default=None, envvar="TANDEM_LOCK", help="[env TANDEM_LOCK] Lock URI, as for `write`."

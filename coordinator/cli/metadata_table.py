@@ -55,10 +55,11 @@ def _index_names(text: str) -> list[str]:
 @click.option(
     "--format",
     "file_format",
-    type=click.Choice(["tandem", "hudi"]),
-    default="tandem",
+    type=click.Choice(["hudi", "tandem"]),
+    default="hudi",
     show_default=True,
-    help="The metadata table's files: Hudi's own (listed from by every Hudi engine) or Tandem's.",
+    help="The metadata table's files: Hudi's own (listed from by every Hudi engine) or Tandem's previous "
+    "format, which the table then keeps.",
 )
 @coordinator_options
 def metadata_create(path: str, index: str, engine: str, file_format: str, lock_uri: str | None, settings: tuple):

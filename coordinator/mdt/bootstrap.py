@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMPACTION, Instant, State
 from timeline.format.table_config import (
     METADATA_INDEXES,
+    TableConfig,
     clear_java_metadata_record,
     read_config,
     record_metadata_table,
@@ -27,6 +29,8 @@ from timeline.mdt.storage_listing import list_storage
 from timeline.mdt.table import MetadataTable
 from timeline.metrics import INITIALIZE, METRICS, VALIDATE_ERRORS
 
+LOG = logging.getLogger(__name__)
+
 
 def _refuse_pending(data_timeline: ActiveTimeline, doing: str) -> None:
     """The listing must be final: a pending instant's files are neither in nor out yet."""
@@ -38,9 +42,10 @@ def _refuse_pending(data_timeline: ActiveTimeline, doing: str) -> None:
         )
 
 
-def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline, hudi_format: bool = False) -> str:
+def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline, hudi_format: bool = True) -> str:
     """Build the MDT of an existing table from the storage listing, with the index partitions the table asks
-    for: in Hudi's format (`hudi_initialize`) or Tandem's (one base file, as an MDT-only compaction).
+    for: in Hudi's format (`hudi_initialize`) or Tandem's previous one (one base file, as an MDT-only
+    compaction; the table records that it asked for it).
 
     The table records the MDT first (Tandem's flag, or Hudi's record of partitions being built), so a crash
     part-way leaves a recorded MDT that is missing or incomplete (readers list storage, writers refuse,
@@ -82,8 +87,30 @@ def finish_interrupted_initialization(mdt: MetadataTable, table_name: str, data_
     return hudi_index_build.finish_interrupted(mdt, data_timeline, live_files(mdt, data_timeline))
 
 
+def needs_migration(mdt: MetadataTable, config: TableConfig) -> bool:
+    """An MDT in Tandem's previous format the table did not ask to keep (every one built before Hudi's format
+    became the default): the next write, or `repair`, rebuilds it in Hudi's."""
+    return (
+        config.metadata_enabled and not config.keeps_tandem_format and mdt.exists() and not mdt.is_hudi_format(config)
+    )
+
+
+def migrate(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
+    """Rebuild an MDT of Tandem's previous format in Hudi's, from storage, with the indexes it kept; under the
+    lock, nothing pending. The data table records the new one as being built before the old one is deleted,
+    so a crash part-way leaves a table readers list storage for, which the next write builds again."""
+    config = read_config(mdt.data_storage)
+    LOG.warning(
+        "%s: rebuilding the metadata table in Hudi's format (from Tandem's previous format; indexes: %s)",
+        mdt.data_storage.uri(""),
+        ", ".join(config.metadata_indexes) or "none",
+    )
+    return hudi_initialize.initialize(mdt, table_name, data_timeline, config.metadata_indexes)
+
+
 def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
-    """Rebuild the MDT (and the indexes the table keeps) from storage, filtered by the data timeline.
+    """Rebuild the MDT (and the indexes the table keeps) from storage, filtered by the data timeline: in
+    Hudi's format, unless the table asked for Tandem's previous one.
 
     Call under the lock. The MDT is derived data: deleting it and initializing
     again loses nothing the data table holds. Refused while data instants are pending.
@@ -98,11 +125,13 @@ def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -
         wanted = set(config.java_metadata_partitions) | set(config.java_metadata_partitions_inflight)
         # records the partitions as being built before it deletes anything
         return hudi_initialize.initialize(mdt, table_name, data_timeline, sorted(wanted))
+    if not config.keeps_tandem_format:
+        return migrate(mdt, table_name, data_timeline)
     mdt.delete()
     # A stale record of Java's goes too, before Tandem builds its own MDT there: the record decides the format
     # for Java and Tandem alike
     clear_java_metadata_record(mdt.data_storage)
-    return initialize(mdt, table_name, data_timeline)
+    return initialize(mdt, table_name, data_timeline, hudi_format=False)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from coordinator.config import CoordinatorConfig
 from coordinator.mdt import deltacommit, index_build
-from coordinator.mdt.bootstrap import finish_interrupted_initialization, initialize
+from coordinator.mdt.bootstrap import finish_interrupted_initialization, initialize, migrate, needs_migration
 from coordinator.mdt.maintenance import housekeeping
 from coordinator.protocol import conflicts, markers, provenance
 from coordinator.protocol.archival import archive
@@ -155,17 +155,24 @@ class Transaction:
 
     def _build_metadata_table_if_missing(self, timeline: ActiveTimeline) -> None:
         """As Hudi's writer does with `hoodie.metadata.enable`: the MDT's log chain is the commit's fence. What
-        a crash left half built in Hudi's format (the whole MDT, or an index partition) is built again first.
+        a crash left half built in Hudi's format (the whole MDT, or an index partition) is built again first,
+        and an MDT in Tandem's previous format the table did not ask to keep is rebuilt in Hudi's.
 
         Only when nothing is pending (the listing must be final); otherwise a later write builds it.
         """
         mdt = self.table.metadata()
-        if finish_interrupted_initialization(mdt, self.table.config.name, timeline) is not None:
+        name = self.table.config.name
+        if finish_interrupted_initialization(mdt, name, timeline) is not None:
             self.table.config = read_config(self.table.storage)
-        if not self.config.metadata_enabled or self.table.has_metadata_table() or mdt.exists() or timeline.pending():
+        if not self.config.metadata_enabled or timeline.pending():
             return
-        LOG.info("building the metadata table of %s before the first write", self.table.uri)
-        initialize(mdt, self.table.config.name, timeline)
+        if needs_migration(mdt, self.table.config):
+            migrate(mdt, name, timeline)
+        elif not (self.table.has_metadata_table() or mdt.exists()):
+            LOG.info("building the metadata table of %s before the first write", self.table.uri)
+            initialize(mdt, name, timeline, hudi_format=not self.table.config.keeps_tandem_format)
+        else:
+            return
         self.table.config = read_config(self.table.storage)
 
     def _apply_index_settings(self, timeline: ActiveTimeline) -> None:

@@ -20,6 +20,10 @@ SUPPORTED_LAYOUT = "1"
 METADATA_ENABLED = "tandem.metadata.enabled"
 # The MDT index partitions every writer of the table maintains (a table property, not a writer's choice).
 METADATA_INDEXES = "tandem.metadata.indexes"
+# a table that asked for the metadata table in Tandem's previous format (the only value); without it, an MDT in
+# that format (every one Tandem built before Hudi's became the default) is rebuilt in Hudi's on the next write
+METADATA_FORMAT = "tandem.metadata.format"
+TANDEM_FORMAT = "tandem"
 # Java Hudi's record of its own (HFile) metadata table. A Java writer with the default
 # hoodie.metadata.enable=true that finds it empty rebuilds `.hoodie/metadata` in Hudi's format and sets it;
 # Tandem's MDT must never sit under it, or Java readers and writers open Tandem's parquet as HFile and fail.
@@ -80,6 +84,11 @@ class TableConfig:
     def metadata_indexes(self) -> list[str]:
         """Index partitions of the MDT (`column_stats`, `bloom_filters`) that writers keep up to date."""
         return [p for p in (self.raw.get(METADATA_INDEXES) or "").split(",") if p] if self.metadata_enabled else []
+
+    @property
+    def keeps_tandem_format(self) -> bool:
+        """Whether the table asked for its metadata table in Tandem's previous format (`METADATA_FORMAT`)."""
+        return self.raw.get(METADATA_FORMAT) == TANDEM_FORMAT
 
     @property
     def java_metadata_partitions(self) -> list[str]:
@@ -210,11 +219,18 @@ def read_config(storage: Storage) -> TableConfig:
 
 
 def record_metadata_table(storage: Storage, enabled: bool) -> TableConfig:
-    """Set or clear `tandem.metadata.enabled` (clearing it also clears the indexes and Java's MDT record)."""
+    """Set `tandem.metadata.enabled` for an MDT in Tandem's previous format, which the table then asks for
+    (`METADATA_FORMAT`); or clear it, with the indexes, the format and Java's MDT record."""
     if enabled:
-        return _record(storage, {METADATA_ENABLED: "true"})
+        return _record(storage, {METADATA_ENABLED: "true", METADATA_FORMAT: TANDEM_FORMAT})
     gone = dict.fromkeys(
-        (METADATA_ENABLED, METADATA_INDEXES, JAVA_METADATA_PARTITIONS, JAVA_METADATA_PARTITIONS_INFLIGHT)
+        (
+            METADATA_ENABLED,
+            METADATA_INDEXES,
+            METADATA_FORMAT,
+            JAVA_METADATA_PARTITIONS,
+            JAVA_METADATA_PARTITIONS_INFLIGHT,
+        )
     )
     return _record(storage, gone)  # the folder is gone, whoever built it: no record may point at it
 
@@ -238,7 +254,12 @@ def record_metadata_initializing(storage: Storage, partitions: list[str]) -> Tab
     record, set before any of its files exist): until `record_metadata_partitions` names them, readers list
     storage and writers refuse, whatever a crash left in `.hoodie/metadata`."""
     value = ",".join(sorted(set(partitions)))
-    changes = {METADATA_ENABLED: "true", JAVA_METADATA_PARTITIONS: None, JAVA_METADATA_PARTITIONS_INFLIGHT: value}
+    changes = {
+        METADATA_ENABLED: "true",
+        METADATA_FORMAT: None,
+        JAVA_METADATA_PARTITIONS: None,
+        JAVA_METADATA_PARTITIONS_INFLIGHT: value,
+    }
     return _record(storage, changes)
 
 
