@@ -1,4 +1,6 @@
 """A damaged metadata table never serves stale rows: readers list storage and say so, writers refuse, repair rebuilds.
+These tables keep Tandem's previous format (Hudi's has its own damage tests: `test_tandem_lists_java_mdt.py`,
+`test_hudi_format_writes.py`).
 
 Each corruption is applied to a copy of a table built by an insert and three
 upserts (each upsert in its own file group, so losing any MDT log loses a row
@@ -45,7 +47,7 @@ WARNING = "warning: metadata table unhealthy ("
 
 
 def _build(base: Path, max_delta_commits: int) -> None:
-    table = Table.create(str(base), "t", ["id"], ["city"])
+    table = Table.create(str(base), "t", ["id"], ["city"], hudi_format=False)
     writer = LocalWriter(table, coordinator=CoordinatorConfig(max_delta_commits=max_delta_commits))
     writer.write(pa.table(INSERT), "insert")
     for rows in UPSERTS:
@@ -317,7 +319,7 @@ def test_no_crash_state_looks_damaged(templates, tmp_path, point):
 
 
 def test_compactions_and_mdt_clean_leave_a_healthy_metadata_table(tmp_path):
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"])
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], hudi_format=False)
     writer = LocalWriter(table, coordinator=CoordinatorConfig(max_delta_commits=2))
     for i in range(14):
         writer.write(pa.table({"id": [i % 4], "city": ["abc"[i % 3]], "v": [i]}), "upsert")
@@ -330,7 +332,7 @@ def test_compactions_and_mdt_clean_leave_a_healthy_metadata_table(tmp_path):
 
 def test_a_long_running_write_that_lands_in_a_newer_slice_is_checked(tmp_path):
     """A write that began before compaction C and committed after it has its log in C's slice though T < C."""
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"])
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], hudi_format=False)
     config = CoordinatorConfig(max_delta_commits=2)
     others = LocalWriter(table, coordinator=config)
     others.write(pa.table(INSERT), "insert")
@@ -355,11 +357,11 @@ def test_a_long_running_write_that_lands_in_a_newer_slice_is_checked(tmp_path):
 def test_an_interrupted_initialization_is_not_read_but_the_next_write_finishes_it(tmp_path):
     from timeline.mdt.health import MetadataFallbackWarning
 
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], with_metadata=False)
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], with_metadata=False, hudi_format=False)
     writer = LocalWriter(table, coordinator=CoordinatorConfig(metadata_enabled=False))  # no MDT built by the write
     writer.write(pa.table(INSERT), "insert")
     with pytest.raises(SimulatedCrash), simulate("mdt.compaction.inflight"):
-        initialize(table.metadata(), "t", table.timeline())
+        initialize(table.metadata(), "t", table.timeline(), hudi_format=False)
     table = Table.open(table.uri)
     (problem,) = _problems(table)
     assert "initialization" in problem and "did not complete" in problem
@@ -423,8 +425,8 @@ def test_spark_table_without_mdt_lists_storage_silently_until_one_is_created(tmp
     assert _silent_view(table).source == "storage"
     expected = rows_by_key(hudi_read(base), table.config.record_key_fields)
 
-    assert tandem("metadata", "create", str(base)).returncode == 0
-    assert _props(base) == {**original, "tandem.metadata.enabled": "true"}
+    assert tandem("metadata", "create", str(base), "--format", "tandem").returncode == 0
+    assert _props(base) == {**original, "tandem.metadata.enabled": "true", "tandem.metadata.format": "tandem"}
     table = Table.open(str(base))
     assert table.has_metadata_table() and table.view().source == "metadata"
     assert rows_by_key(hudi_read(base), table.config.record_key_fields) == expected
@@ -450,7 +452,7 @@ def test_s3_table_with_lost_logs_falls_back_and_is_repaired(s3_base):
     from coordinator.mdt.bootstrap import repair
     from timeline.mdt.health import MetadataFallbackWarning, MetadataUnhealthyError
 
-    table = Table.create(s3_base, "t", ["id"], ["city"])
+    table = Table.create(s3_base, "t", ["id"], ["city"], hudi_format=False)
     writer = LocalWriter(table, coordinator=CoordinatorConfig(lock_uri="memory"))
     writer.write(pa.table(INSERT), "insert")
     for rows in UPSERTS:

@@ -205,7 +205,8 @@ def test_a_base_file_name_parses_the_same_in_bulk_and_alone():
             assert (part["file_id"], part["instant"]) == (alone.file_id, alone.instant)
 
 
-def test_plans_in_one_process_follow_new_commits_and_metadata_compactions(tmp_path):
+@pytest.mark.parametrize("hudi_format", [True, False], ids=["hudi-format", "tandem-format"])
+def test_plans_in_one_process_follow_new_commits_and_metadata_compactions(tmp_path, hudi_format: bool):
     """What the planner keeps per process (parsed base listings, the partition list, typed candidates)
     never answers for a table that moved on: every plan equals a plan from a storage listing."""
     from coordinator.config import CoordinatorConfig
@@ -213,7 +214,7 @@ def test_plans_in_one_process_follow_new_commits_and_metadata_compactions(tmp_pa
     from timeline.query.scan import plan_scan
     from timeline.table import Table
 
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], hive_style=True)
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], hive_style=True, hudi_format=hudi_format)
     writer = LocalWriter(table, coordinator=CoordinatorConfig(max_delta_commits=2))
 
     def check(where: str | None) -> None:
@@ -230,4 +231,4 @@ def test_plans_in_one_process_follow_new_commits_and_metadata_compactions(tmp_pa
         writer.write(pa.table({"id": ids, "p": [str(p) for p in partitions], "v": ids}), "upsert")
         for where in (None, "p = '1'", f"p = '{partitions[-1]}'", "p >= '4'", "p IN ('0', '7')"):
             check(where)
-    assert table.metadata().timeline().completed()[-1].action == "compaction"  # the cycle was crossed
+    assert "compaction" in {i.action for i in table.metadata().timeline().completed()}  # the cycle was crossed
