@@ -1,6 +1,6 @@
 """Tandem's writers on a metadata table in Hudi's format: the defences the protocol's other layers mask, each
 exercised on its own (a seal with no plan, a claimed log version, damage to a file a completed instant wrote),
-and the initialization and repair that rebuild it."""
+the initialization and repair that rebuild it, and the migration of an MDT in Tandem's previous format."""
 
 from __future__ import annotations
 
@@ -8,14 +8,19 @@ import os
 import warnings
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from coordinator.config import CoordinatorConfig
 from coordinator.mdt import compaction, hudi_deltacommit
 from coordinator.mdt.bootstrap import repair, validate
 from coordinator.write.writer import LocalWriter
+from tests.conftest import hudi_read, tandem
+from timeline.crash_points import SimulatedCrash, simulate
 from timeline.errors import ConflictError, MetadataFallbackWarning, TandemError
+from timeline.format import properties
 from timeline.format.instant import CLOCK
+from timeline.format.table_config import METADATA_FORMAT
 from timeline.hudi_log import log_file_name
 from timeline.mdt import file_group_writes as writes
 from timeline.mdt.file_slices import list_file_groups
@@ -114,3 +119,79 @@ def test_damage_to_a_completed_log_refuses_writers_and_repair_restores(table, da
     assert table.metadata().is_hudi_format() and validate(table.metadata(), table.timeline()).errors == 0
     LocalWriter(table, coordinator=CoordinatorConfig(lock_uri="memory")).write(rows([5], 4), "upsert")
     assert validate(table.metadata(), table.timeline()).errors == 0
+
+
+def _legacy_table(tmp_path, keep: bool = False) -> Table:
+    """A table with an MDT in Tandem's previous format, made as before Hudi's became the default (no record of
+    the format), or one that asked to keep it (`keep`)."""
+    created = Table.create(str(tmp_path / "old"), "t", ["id"], ["part"], hudi_format=False)
+    writer = LocalWriter(created, coordinator=CoordinatorConfig(lock_uri="memory"))
+    writer.write(rows(list(range(12)), 0), "insert")
+    writer.write(rows([1, 2, 20], 1), "upsert")
+    if not keep:
+        path = tmp_path / "old" / ".hoodie" / "hoodie.properties"
+        props = properties.loads(path.read_text())
+        del props[METADATA_FORMAT]
+        path.write_bytes(properties.dumps(props).encode())
+    return Table.open(created.uri)
+
+
+def _state(table: Table) -> dict:
+    return {r["id"]: r["v"] for r in hudi_read(table.uri).to_pylist()}
+
+
+def test_the_next_write_migrates_a_previous_format_mdt_and_says_so(tmp_path):
+    table = _legacy_table(tmp_path)
+    before = _state(table)
+    assert not table.metadata().is_hudi_format()
+    done = tandem("write", table.uri, "--input", _batch_file(tmp_path, rows([3, 30], 2)), "--operation", "upsert")
+    assert done.returncode == 0, done.stderr
+    (line,) = [m for m in done.stderr.splitlines() if "rebuilding the metadata table in Hudi's format" in m]
+    assert "bloom_filters, column_stats" in line
+    table = Table.open(table.uri)
+    assert table.metadata().is_hudi_format() and sorted(table.config.java_metadata_partitions) == [
+        "bloom_filters",
+        "column_stats",
+        "files",
+    ]
+    assert _state(table) == {**before, 3: 2, 30: 2}
+    assert validate(table.metadata(), table.timeline()).errors == 0
+    assert table.view().source == "metadata"
+    again = tandem("write", table.uri, "--input", _batch_file(tmp_path, rows([4], 3)), "--operation", "upsert")
+    assert again.returncode == 0 and "rebuilding" not in again.stderr
+
+
+def test_a_crash_part_way_through_migration_loses_nothing_and_the_next_write_finishes_it(tmp_path):
+    table = _legacy_table(tmp_path)
+    before = _state(table)
+    writer = LocalWriter(table, coordinator=CoordinatorConfig(lock_uri="memory"))
+    with pytest.raises(SimulatedCrash), simulate("mdt.initialize.partition"):
+        writer.write(rows([5], 2), "upsert")
+    table = Table.open(table.uri)
+    assert _state(table) == before
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MetadataFallbackWarning)
+        assert table.view().source == "storage"  # a half-built MDT is never read
+    LocalWriter(table, coordinator=CoordinatorConfig(lock_uri="memory")).write(rows([5], 2), "upsert")
+    table = Table.open(table.uri)
+    assert table.metadata().is_hudi_format() and table.view().source == "metadata"
+    assert _state(table) == {**before, 5: 2}
+    assert validate(table.metadata(), table.timeline()).errors == 0
+
+
+def test_repair_migrates_and_a_table_that_asked_for_the_previous_format_keeps_it(tmp_path):
+    legacy = _legacy_table(tmp_path / "a")
+    repair(legacy.metadata(), legacy.config.name, legacy.timeline())
+    assert Table.open(legacy.uri).metadata().is_hudi_format()
+    kept = _legacy_table(tmp_path / "b", keep=True)
+    LocalWriter(kept, coordinator=CoordinatorConfig(lock_uri="memory")).write(rows([6], 2), "upsert")
+    repair(kept.metadata(), kept.config.name, kept.timeline())
+    kept = Table.open(kept.uri)
+    assert not kept.metadata().is_hudi_format() and kept.config.keeps_tandem_format
+    assert validate(kept.metadata(), kept.timeline()).errors == 0
+
+
+def _batch_file(tmp_path, batch: pa.Table) -> str:
+    path = tmp_path / f"batch-{len(list(tmp_path.glob('batch-*')))}.parquet"
+    pq.write_table(batch, path)
+    return str(path)
