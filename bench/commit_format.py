@@ -1,6 +1,6 @@
 """What the metadata table's format costs a commit: one upsert through Tandem's local writer on a table without
-an MDT (the floor), with an MDT in Tandem's format (the default) and with one in Hudi's format (HFile base,
-Hudi log blocks: `Table.create(..., hudi_format=True)`, `tandem init --metadata-format hudi`).
+an MDT (the floor), with an MDT in Tandem's previous format and with one in Hudi's format (HFile base,
+Hudi log blocks, the default; the other is `Table.create(..., hudi_format=False)`, `--metadata-format tandem`).
 
 Builds three tables holding the same rows: partitioned by `part` into PARTITIONS partitions, ROWS rows loaded by
 one insert, the MDT (if any) with its default indexes. Then every commit upserts KEYS keys over every partition
@@ -46,7 +46,7 @@ COMMITS = 60  # timed commits per system
 WARMUP = 3  # untimed commits per system before the clock
 SYSTEMS: dict[str, tuple[dict[str, bool], tuple[str, ...]]] = {  # name -> (Table.create options, writer settings)
     "no metadata table": ({"with_metadata": False}, ("hoodie.metadata.enable=false",)),
-    "tandem format": ({}, ()),
+    "tandem format": ({"hudi_format": False}, ()),
     "hudi format": ({"hudi_format": True}, ()),
 }
 

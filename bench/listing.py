@@ -100,7 +100,7 @@ def bulk_commit(
 
 
 def build(base: str, partitions: int, per_commit: int = 1000, files: int = FILES_PER_PARTITION) -> Table:
-    table = Table.create(base, "bench", ["id"], ["p"], hive_style=True)
+    table = Table.create(base, "bench", ["id"], ["p"], hive_style=True, hudi_format=False)
     names = [f"p={i:05d}" for i in range(partitions)]
     known: set[str] = set()
     for start in range(0, partitions, per_commit):
@@ -321,7 +321,7 @@ def growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int = 100)
     compaction every 10 deltacommits (with MDT clean) and archival of both
     timelines at the default 20/30 instants.
     """
-    table = Table.create(base, "grow", ["id"], ["p"], hive_style=True)
+    table = Table.create(base, "grow", ["id"], ["p"], hive_style=True, hudi_format=False)
     names = [f"p={i:03d}" for i in range(partitions)]
     known: set[str] = set()
     rng = random.Random(1)
@@ -368,7 +368,7 @@ def steady_growth(base: str, checkpoints=(100, 500, 1000, 2000), partitions: int
     from coordinator.services.steps import clean
     from coordinator.write.writer import LocalWriter
 
-    table = Table.create(base, "steady", ["id"], ["p"], hive_style=False)
+    table = Table.create(base, "steady", ["id"], ["p"], hive_style=False, hudi_format=False)
     config = CoordinatorConfig(clean_policy="KEEP_LATEST_FILE_VERSIONS", file_versions_retained=1)
     lock = table_lock(table, config)
     writer = LocalWriter(table, coordinator=config, lock=lock)

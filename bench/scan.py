@@ -197,7 +197,7 @@ def upsert_some(table: Table, shape: Shape, lock_uri: str = "file") -> list[int]
 
 
 def build(base: str, shape: Shape, lock_uri: str = "file") -> tuple[Table, list[int]]:
-    table = Table.create(base, "scan", ["key"], ["p"], hive_style=True)
+    table = Table.create(base, "scan", ["key"], ["p"], hive_style=True, hudi_format=False)
     known: set[str] = set()
     with ThreadPoolExecutor(THREADS) as pool:
         for start in range(0, shape.partitions, shape.partitions_per_commit):

@@ -23,7 +23,8 @@ from coordinator.services.steps import archive_table, clean, compact, recover_ta
 from coordinator.write.writer import LocalWriter
 from locks.base import LockProvider
 from timeline.crash_points import SimulatedCrash, simulate
-from timeline.format.table_config import record_metadata_indexes
+from timeline.format import properties
+from timeline.format.table_config import METADATA_FORMAT, PROPERTIES_FILE, record_metadata_indexes
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS
 from timeline.table import Table
 
@@ -90,6 +91,16 @@ def _with_history(base: str, hudi_format: bool = False) -> None:
     _new_table(base, hudi_format)
     for version in range(1, 4):
         write(base, rows([0, 1, 2, 3], version), "upsert")
+
+
+def _with_previous_format_history(base: str) -> None:
+    """A table with history whose MDT is in Tandem's previous format, made before Hudi's became the default:
+    no record that the table asked for the previous format, so its next write migrates it."""
+    _with_history(base, hudi_format=False)
+    storage = Table.open(base).storage
+    props = properties.loads(storage.read_bytes(PROPERTIES_FILE).decode())
+    del props[METADATA_FORMAT]
+    storage.write_bytes(PROPERTIES_FILE, properties.dumps(props).encode())
 
 
 def _with_failed_write(base: str, hudi_format: bool = False) -> None:
@@ -193,6 +204,8 @@ SCENARIOS: dict[str, Scenario] = {
                  partial(_without_indexes, hudi_format=True), lambda b: run_service(b, _build_indexes)),
         Scenario("hudi_metadata_create", "`tandem metadata create --format hudi` on a table with files",
                  _without_metadata, lambda b: run_service(b, _create_metadata_in_hudi_format)),
+        Scenario("hudi_migration", "an upsert that first rebuilds a previous-format MDT in Hudi's format",
+                 _with_previous_format_history, lambda b: write(b, rows([2, 3, 30, 31], 7), "upsert")),
     )
 }  # fmt: skip
 HUDI_FORMAT_SCENARIOS = tuple(name for name in SCENARIOS if name.startswith("hudi_"))
