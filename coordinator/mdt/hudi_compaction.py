@@ -200,7 +200,8 @@ def stage(mdt: MetadataTable, data_timeline: ActiveTimeline, time: str) -> Stage
         written = writes.compact_group(mdt.storage, found, logs, facts, is_valid, time)
         if written is not None:
             staged.written.append(written)
-    mdt.storage.sync_dirs(sorted({w.partition for w in staged.written}))
+    # the base files' entries and the plan's: C.commit without C.compaction.requested reads as a plain commit
+    mdt.storage.sync_dirs([*sorted({w.partition for w in staged.written}), ".hoodie"])
     crash_point(steps.BASE_WRITTEN)
     return staged
 

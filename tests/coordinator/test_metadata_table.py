@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -226,8 +227,11 @@ def test_killed_compaction_is_retried_by_the_next_write(tmp_path, point):
     assert crashed.returncode == 137, crashed.stderr
     table = Table.open(base)
     assert {r["id"] for r in read_view(table, table.metadata_view()).to_pylist()} == {0, 1, 2}
-    if point == "mdt.compaction.base":
-        assert table.metadata().storage.exists(layout.base_path(layout.writer_slice(table.metadata().timeline())))
+    if point == "mdt.compaction.base":  # the new base file is written, the compaction not completed
+        (pending,) = [
+            i.time for i in table.metadata().timeline().instants if i.action == "compaction" and not i.is_completed
+        ]
+        assert any(f"_{pending}." in name for name in os.listdir(f"{base}/.hoodie/metadata/files"))
     again = tandem("write", base, "--input", _input(tmp_path, "x", [9], 9), "--operation", "insert")
     assert again.returncode == 0, again.stderr
     table = Table.open(base)
@@ -237,7 +241,7 @@ def test_killed_compaction_is_retried_by_the_next_write(tmp_path, point):
 
 
 def test_compaction_and_mdt_clean_keep_reads_correct(tmp_path):
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"])
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], hudi_format=False)
     writer = LocalWriter(table, coordinator=CoordinatorConfig(max_delta_commits=2, failed_writes_policy="EAGER"))
     for i in range(14):
         writer.write(rows([i, i + 100], i), "upsert")
@@ -249,7 +253,7 @@ def test_compaction_and_mdt_clean_keep_reads_correct(tmp_path):
 
 
 def test_a_writer_never_appends_to_a_sealed_slice(tmp_path):
-    table = Table.create(str(tmp_path / "t"), "t", ["id"])
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], hudi_format=False)
     writer = LocalWriter(table, coordinator=SINGLE_WRITER)
     writer.write(rows([1], 1), "insert")
     mdt = table.metadata()
@@ -275,7 +279,7 @@ def test_a_second_scheduler_with_a_stale_view_never_plans_a_sealed_slice_again(t
     from coordinator.protocol.locking import table_lock
     from coordinator.services.steps import compact
 
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"])
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], hudi_format=False)
     config = dataclasses.replace(SINGLE_WRITER, max_delta_commits=100)  # compaction only when asked
     writer = LocalWriter(table, coordinator=config)
     model = {}
@@ -300,7 +304,7 @@ def test_a_second_scheduler_with_a_stale_view_never_plans_a_sealed_slice_again(t
 
 
 def test_many_partitions_in_one_read(tmp_path):
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], hive_style=True)
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], hive_style=True, hudi_format=False)
     LocalWriter(table, coordinator=SINGLE_WRITER).write(rows(list(range(9)), 1), "insert")
     reader = MetadataReader(table.metadata(), table.timeline())
     before = reader.mdt.read_log
@@ -313,7 +317,8 @@ def test_many_partitions_in_one_read(tmp_path):
 
 
 def test_corrupt_log_block_is_skipped_and_reported(tmp_path):
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], indexes=())  # one block per log: the middle is its
+    # one block per log: the middle is its
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], indexes=(), hudi_format=False)
     writer = LocalWriter(table, coordinator=SINGLE_WRITER)
     writer.write(rows([1], 1), "insert")
     writer.write(rows([2], 2), "insert")
@@ -358,7 +363,7 @@ def test_a_lookup_before_the_base_is_kept_reads_only_its_row_groups_and_answers_
     from timeline.mdt import table as mdt_table
 
     monkeypatch.setattr(deltacommit, "BASE_ROW_GROUP", 4)
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], hudi_format=False)
     parts = [f"p{i:02d}" for i in range(30)]
     LocalWriter(table).write(pa.table({"id": list(range(60)), "p": parts * 2, "v": list(range(60))}), "insert")
     mdt = table.metadata()
@@ -388,7 +393,7 @@ def test_a_lookup_before_the_base_is_kept_reads_only_its_row_groups_and_answers_
 def test_a_lookup_hides_files_whose_instant_the_data_timeline_does_not_hold_completed(tmp_path):
     """Compacted base rows carry no instant of their own: only the instant in each file's name keeps
     the files of an instant that is not completed (rolled back, or torn from the timeline) out."""
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], hudi_format=False)
     writer = LocalWriter(table)
     writer.write(pa.table({"id": [1, 2], "p": ["a", "b"], "v": [1, 1]}), "insert")
     writer.write(pa.table({"id": [3], "p": ["a"], "v": [2]}), "insert")

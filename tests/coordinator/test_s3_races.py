@@ -249,7 +249,7 @@ def test_completing_the_same_instant(s3_base, racers):
 def test_claiming_the_same_mdt_log_version(s3_base, racers):
     for r in range(ROUNDS):
         base = f"{s3_base}{r}"
-        table = Table.create(base, "t", ["id"])
+        table = Table.create(base, "t", ["id"], hudi_format=False)
         mdt = table.metadata()
         current = mdt.slices().get(layout.writer_slice(mdt.timeline()))
         target = layout.log_path(layout.writer_slice(mdt.timeline()), (current.max_version if current else 0) + 1)
@@ -280,7 +280,7 @@ def test_appending_blocks_at_the_same_version_keeps_both(s3_base, racers):
     """append_block moves up on a lost claim: both racers land, in different versions, nothing overwritten."""
     for r in range(ROUNDS):
         base = f"{s3_base}{r}"
-        mdt = Table.create(base, "t", ["id"]).metadata()
+        mdt = Table.create(base, "t", ["id"], hudi_format=False).metadata()
         slice_ = layout.writer_slice(mdt.timeline())
         target = mdt.storage.uri(layout.log_path(slice_, 1))
         times = [_time(20 + i) for i in range(RACERS)]

@@ -1,7 +1,7 @@
 """A streamed insert, whatever its input's parts, row groups, file size target, budget of waiting rows and
 limit of open files: the table holds exactly the input, every file's sequence numbers run on from part to
 part, and every file's index records (its bloom filter kept in memory or spilled to disk until the commit)
-are those of its rows read back whole."""
+are those of its rows read back whole (on Tandem's previous format, whose records the write stats carry)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def test_a_streamed_insert_is_its_input_in_files_described_as_if_written_whole(r
     operation = data.draw(st.sampled_from(["insert", "bulk_insert"]))
     spill_from = data.draw(st.sampled_from([0, new_files.SPILL_BYTES]), label="bloom filters spilled from")
     with tempfile.TemporaryDirectory() as folder:
-        table = Table.create(f"{folder}/t", "t", ["id"], ["p"])
+        table = Table.create(f"{folder}/t", "t", ["id"], ["p"], hudi_format=False)
         with (
             patch.object(new_files, "BUFFER_BYTES", budget),
             patch.object(new_files, "MAX_OPEN_FILES", open_files),
@@ -123,7 +123,7 @@ def test_files_roll_at_the_target_size_on_the_bytes_of_their_data_columns(tmp_pa
     bytes of offsets each written part adds), none passes it."""
     rows = pa.table({"id": pa.array(range(10_000), pa.int64()), "p": ["a", "b"] * 5_000, "v": [1.5] * 10_000})
     target = 500 * (8 + 8 + 4 + 1)  # Arrow bytes of id, v and p (offset and one character): 500 rows a file
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], hudi_format=False)
     options = WriteOptions(max_file_size=target, row_group_size=64)
     result = LocalWriter(table, options).write(rows.to_reader(333), "insert")
     per_partition: dict[str, list[int]] = {}
@@ -145,7 +145,7 @@ def test_an_input_that_breaks_part_way_is_bad_input_and_its_write_is_undone(tmp_
     middle = pq.ParquetFile(source).metadata.row_group(1).column(0).data_page_offset
     damaged[middle + 64 : middle + 4096] = b"\xff" * (4096 - 64)
     source.write_bytes(bytes(damaged))
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], hudi_format=False)
     with pytest.raises(BadInputError, match="cannot be read as parquet"):
         LocalWriter(table, WriteOptions(row_group_size=50_000)).write(read_input(str(source)), "insert")
     assert not [i for i in Table.open(table.uri).timeline().instants if i.is_completed and i.action == "commit"]
