@@ -3,7 +3,8 @@
 Each damages the newest (or an older) MDT log, or the MDT's `hoodie.properties`,
 of a copy of one template table, then requires `tandem read` to return exactly
 the committed rows (the `hudi` package, which never reads our MDT, is the
-oracle) or fail, and `tandem write` to commit correctly or fail and change nothing.
+oracle) or fail, and `tandem write` to commit correctly or fail and change nothing. The template keeps
+Tandem's previous MDT format, whose log files these schedules damage.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def _check_data(run: Run, history: list[Write], use_hudi: bool) -> list[Violatio
 def _build_template(run: Run) -> list[Write]:
     """An insert, then an upsert of each partition: the newest version of p0's group is named only by
     the older log (u1's), that of p1's only by the newest (u2's), so losing either log hides committed rows."""
-    Table.create(run.base, TABLE_NAME, ["id"], ["part"])
+    Table.create(run.base, TABLE_NAME, ["id"], ["part"], hudi_format=False)
     return [
         run.setup_write("seed", "insert"),
         run.setup_write("u1", "upsert", KEYS[0::2]),

@@ -2,7 +2,8 @@
 
 Each seed builds a small table whose metadata table has every kind of file (a compacted base of
 `files` and of each index, log files, a seal, deltacommit, compaction and clean instants, the
-properties), picks one file of a random kind and damages it one way: a flipped bit or byte at a
+properties; in Tandem's previous format, whose files these kinds are), picks one file of a random kind and
+damages it one way: a flipped bit or byte at a
 random offset, a truncation at a random length, or deletion. Then:
 - a read must return exactly the committed rows (the model, which the `hudi` package confirms
   without ever opening our metadata table) or fail with an error of the exit-code contract;
@@ -76,7 +77,7 @@ def mdt_files(table: Table) -> dict[str, list[str]]:
 def build(base: str, rng: random.Random) -> tuple[Table, Model]:
     """A table whose MDT holds a compacted base (with index bases), later logs and several instant kinds."""
     layout = rng.choice(["none", "one"])
-    table = Table.create(base, "fuzz", [KEY], ["part"] if layout == "one" else [])
+    table = Table.create(base, "fuzz", [KEY], ["part"] if layout == "one" else [], hudi_format=False)
     model = Model(layout, rng)
     write(table, model, list(range(10)), "insert")
     write(table, model, rng.sample(range(14), 4), "upsert")

@@ -97,7 +97,7 @@ def test_every_crash_state_of_every_scenario_recovers_with_no_violation(full_run
     assert set(scenarios) == {
         "insert", "upsert", "delete", "insert_overwrite", "clean", "rollback", "mdt_compaction", "mdt_clean",
         "archival", "index_build", "hudi_upsert", "hudi_rollback", "hudi_mdt_clean", "hudi_index_build",
-        "hudi_metadata_create",
+        "hudi_metadata_create", "hudi_migration",
     }  # fmt: skip
     assert full_run["violations"] == 0
     for name, result in scenarios.items():
