@@ -54,7 +54,7 @@ def kind_of(path: str) -> str:
     name = path.rpartition("/")[2]
     if path.startswith(".hoodie/"):
         return "properties" if name == "hoodie.properties" else f"instant:{name.split('.', 1)[1]}"
-    if name.endswith(".parquet"):
+    if name.endswith((".parquet", ".hfile")):
         return f"base:{path.split('/')[0]}"
     if ".log." in name:
         return "log"
@@ -74,10 +74,11 @@ def mdt_files(table: Table) -> dict[str, list[str]]:
     return out
 
 
-def build(base: str, rng: random.Random) -> tuple[Table, Model]:
-    """A table whose MDT holds a compacted base (with index bases), later logs and several instant kinds."""
+def build(base: str, rng: random.Random, hudi_format: bool) -> tuple[Table, Model]:
+    """A table whose MDT holds a compacted base (with index bases), later logs and several instant kinds, in
+    Hudi's format (HFile bases, Hudi log blocks) or Tandem's previous one."""
     layout = rng.choice(["none", "one"])
-    table = Table.create(base, "fuzz", [KEY], ["part"] if layout == "one" else [], hudi_format=False)
+    table = Table.create(base, "fuzz", [KEY], ["part"] if layout == "one" else [], hudi_format=hudi_format)
     model = Model(layout, rng)
     write(table, model, list(range(10)), "insert")
     write(table, model, rng.sample(range(14), 4), "upsert")
@@ -115,14 +116,14 @@ def _rows(table: Table) -> dict[str, dict]:
     return {r[KEY]: {c: r.get(c) for c in r if not c.startswith("_hoodie_")} for r in rows}
 
 
-def _template(work: Path, layout: int) -> tuple[Path, Model]:
-    """One built table per layout and run folder, copied for each damage."""
-    folder = work / f"template-{layout}"
+def _template(work: Path, layout: int, hudi_format: bool) -> tuple[Path, Model]:
+    """One built table per layout, format and run folder, copied for each damage."""
+    folder = work / f"template-{layout}{'-hudi' if hudi_format else ''}"
     found = _TEMPLATES.get(folder)
     if found is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _, model = build(str(folder), random.Random(layout))
+            _, model = build(str(folder), random.Random(layout), hudi_format)
         found = _TEMPLATES[folder] = (folder, model)
     return found
 
@@ -130,12 +131,15 @@ def _template(work: Path, layout: int) -> tuple[Path, Model]:
 _TEMPLATES: dict[Path, tuple[Path, Model]] = {}
 
 
-def run_seed(seed: int, work: Path, use_hudi: bool = True, kind: str | None = None) -> DamageResult:
-    """A copy of a built table, one damage (of a file whose kind starts with `kind`), a read and a write."""
+def run_seed(
+    seed: int, work: Path, use_hudi: bool = True, kind: str | None = None, hudi_format: bool = False
+) -> DamageResult:
+    """A copy of a built table (its MDT in Hudi's format or the previous one), one damage (of a file whose kind
+    starts with `kind`), a read and a write."""
     rng = random.Random(seed)
     result = DamageResult(seed)
-    base = work / f"seed-{seed}"
-    template, built = _template(work, seed % 3)
+    base = work / f"seed-{seed}{'-hudi' if hudi_format else ''}"
+    template, built = _template(work, seed % 3, hudi_format)
     shutil.copytree(template, base)
     model = copy.deepcopy(built)
     model.rng = rng

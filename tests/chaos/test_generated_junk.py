@@ -38,6 +38,17 @@ def test_random_damage_to_any_metadata_file_kind_is_never_believed(tmp_path: Pat
         assert refused and all("tandem metadata repair" in r.write for r in refused)
 
 
+@pytest.mark.parametrize("kind", MDT_KINDS)
+def test_random_damage_to_a_hudi_format_metadata_table_is_never_believed(tmp_path: Path, kind: str) -> None:
+    """The same on Hudi's format: HFile blocks, index and trailer, Hudi log blocks, instants, properties."""
+    results = [mdt_fuzz.run_seed(seed, tmp_path, use_hudi=False, kind=kind, hudi_format=True) for seed in range(8)]
+    assert all(r.kind.startswith(kind) for r in results), [r.kind for r in results]
+    assert not [r for r in results if r.violations], junk.summary(results)
+    if kind.startswith("base:"):  # a damaged base is refused by writers, naming the repair
+        refused = [r for r in results if r.write != "committed"]
+        assert refused and all("tandem metadata repair" in r.write for r in refused), [r.write for r in refused]
+
+
 @pytest.mark.parametrize(
     ("scenario", "broken", "seeds"),
     [
