@@ -15,7 +15,7 @@ from collections.abc import Callable
 from timeline.errors import CorruptInstantError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant
-from timeline.hfile import HFileError, HFileReader
+from timeline.hfile import HFileError
 from timeline.hudi_log import BlockType, HudiLogError, deleted_records, hfile_records, parse_log_name
 from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
@@ -23,7 +23,7 @@ from timeline.mdt.file_slices import BASE_FILE_RE, FileSlice, TimelineFacts, lis
 from timeline.mdt.hudi_layout import FILES
 from timeline.mdt.hudi_records import decode_cell
 from timeline.mdt.hudi_schema import stored_schema_json
-from timeline.mdt.slice_records import log_blocks
+from timeline.mdt.slice_records import base_reader, log_blocks
 
 _VERIFIED: LruCache[tuple[str, str, int], bool] = LruCache(1024)  # files whose every block checked out
 _WRITTEN: LruCache[tuple[str, str, str], list[tuple[str, int]]] = LruCache(4096)  # (uri, time, action) -> stats
@@ -143,7 +143,7 @@ def _base_problems(mdt: Storage, path: str, size: int) -> list[str]:
     if _VERIFIED.get(key):
         return []
     try:
-        reader = HFileReader(mdt.read_bytes(path))
+        reader = base_reader(mdt, path, size)  # the reader's own: one fetch and one parse of the file
         for _ in reader.items():  # every data block's checksum
             pass
     except FileNotFoundError:
