@@ -23,6 +23,8 @@ duckdb = pytest.importorskip("duckdb")
 
 
 def ranges(file: pa.Table, table_schema: pa.Schema, **write_options) -> dict:
+    """The ranges Tandem's planner reads from Hudi's records of `file`: its Parquet footer made into records as
+    Hudi builds them (`hudi_commit_records`), through Avro and back, read as the table's types."""
     sink = io.BytesIO()
     pq.write_table(file, sink, **write_options)
     footer = pq.read_metadata(io.BytesIO(sink.getvalue()))

@@ -16,7 +16,6 @@ literals, where they are subtle), and partition pruning on partition paths.
 from __future__ import annotations
 
 import functools
-import io
 import math
 import os
 from collections import Counter
@@ -26,17 +25,15 @@ from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.timeline.test_hudi_ranges import ranges as hudi_ranges
 from timeline.errors import BadInputError
 from timeline.format.keys import DEFAULT_PARTITION, partition_paths
 from timeline.index.column_ranges import ranges_of_table
 from timeline.index.column_stats import ColumnRange
-from timeline.mdt import hudi_commit_records, hudi_records
-from timeline.mdt.hudi_ranges import column_range
 from timeline.query.partition_filter import typed_fields
 from timeline.query.partition_pruning import prune_partitions
 from timeline.query.predicate import (
@@ -408,21 +405,6 @@ def test_files_are_skipped_only_without_matching_rows(example: Example) -> None:
 HUDI_TALLY: Counter = Counter()
 
 
-def hudi_ranges_of(file: pa.Table, schema: pa.Schema, row_group_size: int) -> dict[str, ColumnRange]:
-    """The ranges Tandem's planner reads from Hudi's records of `file`: its Parquet footer made into records
-    as Hudi builds them (`hudi_commit_records`), through Avro and back, read as the table's types."""
-    sink = io.BytesIO()
-    pq.write_table(file, sink, row_group_size=row_group_size)
-    footer = pq.read_metadata(io.BytesIO(sink.getvalue()))
-    out = {}
-    for record in hudi_commit_records.column_stats_records("p", "f.parquet", footer):
-        stats = hudi_records.column_stats_of(hudi_records.decode(hudi_records.encode(record)))
-        found = column_range(stats, schema.field(stats.column_name).type)
-        if found is not None:
-            out[stats.column_name] = found
-    return out
-
-
 @settings(
     max_examples=FILE_EXAMPLES // 2,
     deadline=None,
@@ -432,7 +414,8 @@ def hudi_ranges_of(file: pa.Table, schema: pa.Schema, row_group_size: int) -> di
 def test_files_are_skipped_only_without_matching_rows_by_hudi_records(example: Example, row_group_size: int) -> None:
     """The same property through Hudi's `column_stats` records (what Java and Tandem write in Hudi's format):
     no type, no NaN count, bounds merged across row groups by Java's order."""
-    ranges = [hudi_ranges_of(f, example.table_schema, row_group_size) if f.num_rows else {} for f in example.files]
+    schema = example.table_schema
+    ranges = [hudi_ranges(f, schema, row_group_size=row_group_size) if f.num_rows else {} for f in example.files]
     check_files(example, ranges, HUDI_TALLY)
 
 
