@@ -219,10 +219,11 @@ class Table:
         """
         if partitions is not None:
             partitions = [partition_path.canonical(p, "partition") for p in partitions]
-        found = self.listing_source(source)
-        if found.mdt is None:
-            return self.storage_view(as_of, found.timeline, found.fallback_reason, partitions)
-        return self.metadata_view(as_of, found.timeline, found.mdt, partitions)
+        with read_once.reuse_reads():  # the health check and the reader share each read: nothing writes here
+            found = self.listing_source(source)
+            if found.mdt is None:
+                return self.storage_view(as_of, found.timeline, found.fallback_reason, partitions)
+            return self.metadata_view(as_of, found.timeline, found.mdt, partitions)
 
     def listing_source(self, source: str = "auto") -> ListingSource:
         """Where a read's file listing comes from (see `view`), decided without listing anything yet:

@@ -40,7 +40,7 @@ HALVES = (
 # scenario and a seeded sample of its other crash states, a third run beside the halves; `make chaos` explores
 # every state of every scenario
 HUDI_FORMAT = HUDI_FORMAT_SCENARIOS
-HUDI_SAMPLE = 24
+HUDI_SAMPLE = 16
 
 
 def run_side_by_side(

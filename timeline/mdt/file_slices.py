@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMMIT, COMPACTION, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT, State
 from timeline.hudi_log import LogFileName, parse_log_name
+from timeline.io import read_once
 from timeline.io.storage import Storage
 
 BASE_FILE_RE = re.compile(r"^(?P<file_id>.+)_(?P<token>\d+-\d+-\d+)_(?P<instant>\d+)\.hfile$")
@@ -60,7 +61,13 @@ class FileGroup:
 
 def list_file_groups(mdt: Storage, partition: str) -> list[FileGroup]:
     """Every file group of MDT partition `partition` as storage lists it, sorted by file id (the order Java
-    maps record keys to groups in)."""
+    maps record keys to groups in). Inside `read_once.reuse_reads()` one listing serves the health check and
+    the reads and writes that follow, until this thread writes below the partition; callers never change
+    the groups they are given."""
+    return read_once.remembered(mdt.full(partition), "file groups", lambda: _list_file_groups(mdt, partition))
+
+
+def _list_file_groups(mdt: Storage, partition: str) -> list[FileGroup]:
     groups: dict[str, FileGroup] = {}
     try:
         infos = mdt.list_dir(partition)

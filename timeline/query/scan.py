@@ -29,6 +29,7 @@ from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.fs_view import FILES_SCHEMA, latest_files
 from timeline.format.instant import CLEAN, WRITE_ACTIONS, query_instant
 from timeline.index.column_stats import ColumnRange
+from timeline.io import read_once
 from timeline.mdt.hudi_ranges import column_range
 from timeline.mdt.log import COLUMN_STATS
 from timeline.mdt.reader import MetadataReader
@@ -150,8 +151,21 @@ def plan_scan(
     """Plan a read; see the module docstring. `where` is an engine-neutral tree or SQL text in `dialect`.
 
     From a healthy MDT the partitions are pruned on the MDT's partition list first,
-    and only the surviving partitions' files are listed.
+    and only the surviving partitions' files are listed. The health check and the listing share each read.
     """
+    with read_once.reuse_reads():
+        return _plan(table, where, as_of, since, until, dialect, source)
+
+
+def _plan(
+    table: Table,
+    where: Expr | str | None,
+    as_of: str | None,
+    since: str | None,
+    until: str | None,
+    dialect: str,
+    source: str,
+) -> ScanPlan:
     as_of, since, until = (
         None if value is None else query_instant(value, name)
         for value, name in ((as_of, "as of"), (since, "since"), (until, "until"))
