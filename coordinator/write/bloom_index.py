@@ -22,6 +22,7 @@ from timeline.errors import TandemError
 from timeline.format.file_names import BaseFile
 from timeline.format.table_config import TableConfig
 from timeline.index.bloom import BloomFilter
+from timeline.index.hadoop_hash import KeyBatch, batches
 from timeline.index.hudi_bloom import from_mdt
 from timeline.index.murmur3 import hash128
 from timeline.mdt.hudi_records import BloomFilter as HudiBloomRecord
@@ -77,12 +78,15 @@ def _hudi_candidates(
     if snapshot.corrupt:
         LOG.warning("bloom_filters index has corrupt blocks, tagging opens every candidate file")
         return files
-    unique = {p: pc.unique(k.drop_null()) for p, k in _keys_by_partition(keys, partitions).items()}
-    everywhere = unique.get(None)
+    prepared = {  # each key hashed once (the seed-free half), whatever the number of filters asked
+        p: [batch for _, batch in batches(pc.unique(k.drop_null()))]
+        for p, k in _keys_by_partition(keys, partitions).items()
+    }
+    everywhere = prepared.get(None)
     kept = []
     for file in files:
-        batch = everywhere if everywhere is not None else unique.get(file.partition)
-        if batch is not None and len(batch) and _hudi_may_hold(filters.get((file.partition, file.name)), batch):
+        batch = everywhere if everywhere is not None else prepared.get(file.partition)
+        if batch and _hudi_may_hold(filters.get((file.partition, file.name)), batch):
             kept.append(file)
     return kept
 
@@ -96,14 +100,14 @@ def _keys_by_partition(
     return {partition: part.column(KEY) for partition, part in split_by(by_partition, PARTITION)}
 
 
-def _hudi_may_hold(record: HudiBloomRecord | None, keys: pa.Array | pa.ChunkedArray) -> bool:
+def _hudi_may_hold(record: HudiBloomRecord | None, prepared: list[KeyBatch]) -> bool:
     if record is None or record.is_deleted:
         return True
     try:
         bloom = from_mdt(record.type, record.bloom_filter)
     except ValueError:
         return True
-    return bool(bloom.might_contain_many(keys).any())
+    return bloom.might_contain_any(prepared)
 
 
 class _Batch:

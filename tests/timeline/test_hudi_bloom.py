@@ -228,6 +228,10 @@ def test_every_path_builds_the_same_filter(keys, type_code, num_entries, fpp, ma
         many = read.might_contain_many(probes)
     assert many.tolist() == [read.might_contain(k) for k in probes] == whole.might_contain_many(probes).tolist()
     assert many[: len(keys)].all()
+    for start in range(0, len(probes), 7):  # any of a set of keys, hashed once for many filters
+        part = probes[start : start + 7]
+        prepared = [batch for _, batch in hadoop_hash.batches(pa.array(part, pa.string()))]
+        assert read.might_contain_any(prepared) == any(read.might_contain(k) for k in part)
 
 
 def test_keys_are_checked_before_anything_is_added():

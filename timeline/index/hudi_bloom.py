@@ -34,7 +34,7 @@ import binascii
 import math
 import numbers
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -232,6 +232,12 @@ class HudiBloomFilter:
         for indices, batch in batches(keys):
             out[indices] = self._batch_present(packed, batch)
         return out
+
+    def might_contain_any(self, prepared: Sequence[KeyBatch]) -> bool:
+        """Whether any key of `prepared` (`hadoop_hash.batches` of them, made once) may be present: the
+        seed-free half of hashing done once for a batch asked of many filters."""
+        packed = self._packed
+        return any(self._batch_present(packed, batch).any() for batch in prepared)
 
     def _batch_present(self, packed: np.ndarray, batch: KeyBatch) -> np.ndarray:
         out = np.zeros(len(batch), dtype=bool)
