@@ -260,11 +260,8 @@ def cycle(base: str) -> dict:
             writer.stdin.close()
         for writer in writers.values():
             writer.wait(timeout=120)
-    out: dict = {
-        "shape": {"partitions": CYCLE_PARTITIONS, "files_per_partition": CYCLE_FILES, "commits": CYCLE_COMMITS}
-    }
-    out.update({name: cycle_figures(points[name]) for name in FORMATS})
-    return out
+    shape = {"partitions": CYCLE_PARTITIONS, "files_per_partition": CYCLE_FILES, "commits": CYCLE_COMMITS}
+    return {"shape": shape, **{name: cycle_figures(points[name]) for name in FORMATS}}
 
 
 def cycle_figures(points: list[dict]) -> dict:
