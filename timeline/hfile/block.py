@@ -91,6 +91,16 @@ def read_block(
     `size` is the on-disk size an index entry promised; it must match the header's. Only a file that is not
     `checksummed` (Hudi 1.x's own writer: checksum type NULL, zero checksum bytes) may have blocks without
     checksums; there GZ data is still checked by its gzip CRC32."""
+    data_size, uncompressed, total = check_block(buf, offset, magic, size, checksummed)
+    return decompress(buf[offset + HEADER_SIZE : offset + data_size], codec, uncompressed), total
+
+
+def check_block(
+    buf: memoryview, offset: int, magic: bytes, size: int | None = None, checksummed: bool = True
+) -> tuple[int, int, int]:
+    """Verify the block at `offset` without inflating it (magic, sizes, every checksum): (data size,
+    uncompressed size, on-disk size). The checksums cover the compressed bytes, so this is all a checksummed
+    block's integrity needs."""
     if offset < 0 or offset + HEADER_SIZE > len(buf):
         raise HFileError(f"block at {offset} lies outside the file ({len(buf)} bytes)")
     found, on_disk, uncompressed, _prev, kind, per_checksum, data_size = HEADER.unpack_from(buf, offset)
@@ -108,4 +118,4 @@ def read_block(
     expected = _checksums(buf[offset : offset + data_size], per_checksum, kind) if kind else bytes(len(stored))
     if expected != stored:
         raise HFileError(f"checksum mismatch in the {magic.decode()} block at {offset}")
-    return decompress(buf[offset + HEADER_SIZE : offset + data_size], codec, uncompressed), total
+    return data_size, uncompressed, total

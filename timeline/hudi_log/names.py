@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 LOG_EXTENSION = ".log"
 CDC_SUFFIX = ".cdc"
@@ -52,8 +53,10 @@ def log_file_name(file_id: str, base_instant: str, version: int, write_token: st
     return name.name
 
 
+@lru_cache(maxsize=1 << 14)
 def parse_log_name(name: str) -> LogFileName | None:
-    """The parts of a log file name as Hudi reads them, or None when Hudi would not take it for a log file."""
+    """The parts of a log file name as Hudi reads them, or None when Hudi would not take it for a log file
+    (remembered per name: every lookup parses the same few MDT listings)."""
     match = LOG_FILE_PATTERN.match(name)
     if match is None:
         return None

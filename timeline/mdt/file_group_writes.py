@@ -45,7 +45,9 @@ from timeline.mdt.slice_records import read_group
 
 TOKEN = "0-0-0"
 PARTITION_BUILT = register("mdt.initialize.partition", "one MDT partition's initial delta commit completed")
-BASE_BLOCK_SIZE = 1 << 20  # HFile blocks of Hudi's metadata-table base files (hoodie.hfile.block.size)
+# HFile blocks of metadata-table base files: HBase's default, not Hudi's 1 MB (hoodie.hfile.block.size), as a
+# point lookup inflates and parses one whole block; every HFile reader takes any block size
+BASE_BLOCK_SIZE = 64 * 1024
 
 
 @dataclass(frozen=True)

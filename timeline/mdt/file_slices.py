@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMMIT, COMPACTION, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT, State
@@ -67,6 +68,13 @@ def list_file_groups(mdt: Storage, partition: str) -> list[FileGroup]:
     return read_once.remembered(mdt.full(partition), "file groups", lambda: _list_file_groups(mdt, partition))
 
 
+@lru_cache(maxsize=1 << 14)
+def base_file_parts(name: str) -> tuple[str, str] | None:
+    """(file id, instant) of an MDT base file name, or None for a name of another kind (remembered per name)."""
+    found = BASE_FILE_RE.match(name)
+    return None if found is None else (found["file_id"], found["instant"])
+
+
 def _list_file_groups(mdt: Storage, partition: str) -> list[FileGroup]:
     groups: dict[str, FileGroup] = {}
     try:
@@ -75,10 +83,11 @@ def _list_file_groups(mdt: Storage, partition: str) -> list[FileGroup]:
         return []
     for info in infos:
         name = info.base_name
-        base = BASE_FILE_RE.match(name)
+        base = base_file_parts(name)
         if base is not None:
-            group = groups.setdefault(base["file_id"], FileGroup(partition, base["file_id"]))
-            found = group.slice(base["instant"])
+            file_id, instant = base
+            group = groups.setdefault(file_id, FileGroup(partition, file_id))
+            found = group.slice(instant)
             if found.base_file is None or name < found.base_file.rsplit("/", 1)[-1]:
                 found.base_file, found.base_size = f"{partition}/{name}", int(info.size or 0)
             continue

@@ -11,6 +11,7 @@ read must pass every HFile checksum, once per process.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from timeline.errors import CorruptInstantError
 from timeline.format.active_timeline import ActiveTimeline
@@ -19,7 +20,7 @@ from timeline.hfile import HFileError
 from timeline.hudi_log import BlockType, HudiLogError, deleted_records, hfile_records, parse_log_name
 from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
-from timeline.mdt.file_slices import BASE_FILE_RE, FileSlice, TimelineFacts, list_file_groups, slices_to_read
+from timeline.mdt.file_slices import FileSlice, TimelineFacts, base_file_parts, list_file_groups, slices_to_read
 from timeline.mdt.hudi_layout import FILES
 from timeline.mdt.hudi_records import decode_cell
 from timeline.mdt.hudi_schema import stored_schema_json
@@ -27,6 +28,8 @@ from timeline.mdt.slice_records import base_reader, log_blocks
 
 _VERIFIED: LruCache[tuple[str, str, int], bool] = LruCache(1024)  # files whose every block checked out
 _WRITTEN: LruCache[tuple[str, str, str], list[tuple[str, int]]] = LruCache(4096)  # (uri, time, action) -> stats
+# (uri, the valid completed writing instants) -> what they wrote: one entry per state of the timeline
+_WRITTEN_BY: LruCache[tuple[str, tuple[tuple[str, str], ...]], list[_Written]] = LruCache(64)
 
 
 def problems(
@@ -45,17 +48,17 @@ def problems(
     present.update({s.base_file: s.base_size for s in read.values() if s.base_file is not None})
     vouched: dict[str, str] = {}  # log path -> the delta commit that wrote it
     written, found = _written_files(mdt_timeline, is_valid)
-    for instant, path, size in written:
-        if not path.startswith(f"{partition}/") or _slice_of(path) not in read:
+    for file in written:
+        if not file.path.startswith(f"{partition}/") or file.slice not in read:
             continue
-        actual = present.get(path)
-        of = f"{_shown(path)} of completed metadata instant {instant.time}"
+        actual = present.get(file.path)
+        of = f"{_shown(file.path)} of completed metadata instant {file.instant.time}"
         if actual is None:
             found.append(f"{of} is missing")
-        elif size and actual != size:
-            found.append(f"{of} is {actual} bytes, it wrote {size}")
-        elif instant.action == DELTA_COMMIT and BASE_FILE_RE.match(path.rsplit("/", 1)[-1]) is None:
-            vouched[path] = instant.time
+        elif file.size and actual != file.size:
+            found.append(f"{of} is {actual} bytes, it wrote {file.size}")
+        elif file.instant.action == DELTA_COMMIT and not file.is_base:
+            vouched[file.path] = file.instant.time
     for path, time in sorted(vouched.items()):
         found += _log_problems(mdt, path, present[path], time)
     for base in sorted(s.base_file for s in read.values() if s.base_file is not None):
@@ -63,21 +66,34 @@ def problems(
     return found
 
 
-def _written_files(
-    mdt_timeline: ActiveTimeline, is_valid: Callable[[str], bool]
-) -> tuple[list[tuple[Instant, str, int]], list[str]]:
-    """(instant, path, recorded size) of every file a valid completed delta commit or compaction wrote; and
-    the instants whose commit metadata cannot be read (nothing they wrote can then be vouched for)."""
+@dataclass(frozen=True)
+class _Written:
+    """A file a completed MDT instant wrote, as its commit metadata records it."""
+
+    instant: Instant
+    path: str
+    size: int  # 0: not recorded
+    slice: tuple[str, str] | None  # (file id, base instant) its name gives
+    is_base: bool
+
+
+def _written_files(mdt_timeline: ActiveTimeline, is_valid: Callable[[str], bool]) -> tuple[list[_Written], list[str]]:
+    """Every file a valid completed delta commit or compaction wrote; and the instants whose commit metadata
+    cannot be read (nothing they wrote can then be vouched for). Worked out once per set of such instants."""
     storage = mdt_timeline.storage
-    written: list[tuple[Instant, str, int]] = []
+    instants = [
+        i
+        for i in mdt_timeline.completed()
+        if i.action == COMPACTION or (i.action == DELTA_COMMIT and is_valid(i.time))  # else never read
+    ]
+    key = (storage.base_uri, tuple((i.time, i.action) for i in instants))
+    known = _WRITTEN_BY.get(key)
+    if known is not None:
+        return known, []
+    written: list[_Written] = []
     unreadable: list[str] = []
-    for instant in mdt_timeline.completed():
-        if instant.action not in (DELTA_COMMIT, COMPACTION):
-            continue
-        if instant.action == DELTA_COMMIT and not is_valid(instant.time):
-            continue  # never read: the reader skips its blocks
-        key = (storage.base_uri, instant.time, instant.action)
-        stats = _WRITTEN.get(key)
+    for instant in instants:
+        stats = _WRITTEN.get((storage.base_uri, instant.time, instant.action))
         if stats is None:
             try:
                 stats = [(s.path, s.file_size_in_bytes) for s in mdt_timeline.commit_metadata(instant).write_stats()]
@@ -86,17 +102,23 @@ def _written_files(
             except CorruptInstantError as err:
                 unreadable.append(f"metadata instant {instant.time} is unreadable: {err}")
                 continue
-            _WRITTEN.put(key, stats)
-        written += [(instant, path, int(size or 0)) for path, size in stats if path]
+            _WRITTEN.put((storage.base_uri, instant.time, instant.action), stats)
+        for path, size in stats:
+            if path:
+                name = path.rsplit("/", 1)[-1]
+                written.append(
+                    _Written(instant, path, int(size or 0), _slice_of(name), base_file_parts(name) is not None)
+                )
+    if not unreadable:
+        _WRITTEN_BY.put(key, written)
     return written, unreadable
 
 
-def _slice_of(path: str) -> tuple[str, str] | None:
-    """(file id, base instant) of a metadata-table file path; None for a name of neither kind."""
-    name = path.rsplit("/", 1)[-1]
-    base = BASE_FILE_RE.match(name)
+def _slice_of(name: str) -> tuple[str, str] | None:
+    """(file id, base instant) of a metadata-table file name; None for a name of neither kind."""
+    base = base_file_parts(name)
     if base is not None:
-        return base["file_id"], base["instant"]
+        return base
     log = parse_log_name(name) if ".log." in name else None
     return (log.file_id, log.base_instant) if log is not None else None
 
@@ -143,9 +165,7 @@ def _base_problems(mdt: Storage, path: str, size: int) -> list[str]:
     if _VERIFIED.get(key):
         return []
     try:
-        reader = base_reader(mdt, path, size)  # the reader's own: one fetch and one parse of the file
-        for _ in reader.items():  # every data block's checksum
-            pass
+        base_reader(mdt, path, size).verify()  # the reader's own (one fetch of the file): every block's checksum
     except FileNotFoundError:
         return [f"base file {_shown(path)} is missing"]
     except HFileError as err:

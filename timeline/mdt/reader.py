@@ -12,6 +12,7 @@ logs touch are merged in Python.
 from __future__ import annotations
 
 import os
+import re
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +42,8 @@ PARSE_THREADS = min(4, os.cpu_count() or 1)
 PARALLEL_ROWS = 20_000
 T = TypeVar("T")
 _INSTANT_OF_FILE = r"_(?P<instant>\d{14,17})\.parquet$"
+# `_INSTANT_OF_FILE` as Arrow's RE2 reads it: ASCII digits, and `$` only at the very end
+_INSTANT_RE = re.compile(r"_([0-9]{14,17})\.parquet\Z")
 
 
 @dataclass
@@ -226,6 +229,38 @@ class MetadataReader:
             listing = self._file_listing(view)
         METRICS.incr(LOOKUP_FILES, listing.num_rows)
         return listing
+
+    def listed_files(self, partitions: list[str]) -> list[tuple[str, str, int]]:
+        """(partition, file, size) of the live files of `partitions`, as `listing(partitions)` gives them.
+
+        On Hudi's format the rows come straight from the records, filtered in Python by the same rule: a
+        lookup of a few partitions is a handful of rows, which Arrow's fixed cost per call would dominate."""
+        if self.snapshot is None:
+            listing = self.listing(partitions)
+            return list(zip(*(listing.column(c).to_pylist() for c in LISTING_SCHEMA.names), strict=True))
+        with METRICS.timed(SCAN):
+            records = self.snapshot.files_records([rec.partition_key(p) for p in partitions])
+        rows = []
+        for key, record in records.items():
+            if key == rec.ALL_PARTITIONS:
+                continue
+            partition = rec.data_partition(key)  # a key that is no canonical partition path is a corrupt record
+            rows += [(partition, name, size) for name, size in rec.live_files(record).items()]
+        kept = self._kept_instants({name for _, name, _ in rows})
+        rows = [row for row in rows if row[1] in kept]
+        METRICS.incr(LOOKUP_FILES, len(rows))
+        return rows
+
+    def _kept_instants(self, names: set[str]) -> set[str]:
+        """The names `_filter_by_data_timeline` keeps, decided per name in Python."""
+        timeline = self.data_timeline
+        completed = timeline.completed_times()
+        instants = {name: found[1] if (found := _INSTANT_RE.search(name)) else None for name in names}
+        kept = {name for name, instant in instants.items() if instant in completed}
+        if timeline.instants and timeline.archived_files:
+            earliest = timeline.earliest_write_time()
+            kept |= {name for name, instant in instants.items() if instant is not None and instant < earliest}
+        return kept
 
     def _snapshot_listing(self, keys: list[str] | None, base_files: bool) -> pa.Table:
         """The listing of a Hudi-format MDT: each record's rows parsed once per record object (records the logs
