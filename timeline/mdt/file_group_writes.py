@@ -41,7 +41,7 @@ from timeline.io.storage import Storage
 from timeline.mdt import hudi_keys, hudi_layout, hudi_records
 from timeline.mdt.file_slices import FileGroup, FileSlice, LogFile, TimelineFacts
 from timeline.mdt.hudi_schema import stored_schema_json
-from timeline.mdt.slice_records import read_group
+from timeline.mdt.slice_records import compacted_cells
 
 TOKEN = "0-0-0"
 PARTITION_BUILT = register("mdt.initialize.partition", "one MDT partition's initial delta commit completed")
@@ -88,7 +88,11 @@ def base_file_name(file_id: str, instant: str) -> str:
 
 def encode_base_file(records: Iterable[Mapping], file_name: str) -> bytes:
     """A base file of `records` (distinct keys), as Java's HoodieAvroHFileWriter lays one out."""
-    cells = sorted((r["key"].encode(), hudi_records.encode_cell(r, file_name)) for r in records)
+    return base_file_of_cells(sorted((r["key"].encode(), hudi_records.encode_cell(r, file_name)) for r in records))
+
+
+def base_file_of_cells(cells: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """A base file of encoded cells in key order (`encode_cell` with the file's own name)."""
     info = {b"schema": stored_schema_json().encode()}
     if cells:
         info[b"minRecordKey"], info[b"maxRecordKey"] = cells[0][0], cells[-1][0]
@@ -306,17 +310,17 @@ def compact_group(
     planned = FileSlice(
         found.partition, found.file_id, found.base_instant, found.base_file, found.base_size, list(logs)
     )
-    merged = read_group(mdt, [planned], facts, is_valid)
-    if merged.corrupt:
-        raise CorruptInstantError(f"compaction {instant} of {found.file_id}: {'; '.join(merged.corrupt)}")
-    if not merged.records and found.base_file is None:
-        return None
     name = base_file_name(found.file_id, instant)
-    data = encode_base_file(merged.records.values(), name)
+    cells, corrupt = compacted_cells(mdt, [planned], facts, is_valid, name)
+    if corrupt:
+        raise CorruptInstantError(f"compaction {instant} of {found.file_id}: {'; '.join(corrupt)}")
+    if not cells and found.base_file is None:
+        return None
+    data = base_file_of_cells(cells)
     path = f"{found.partition}/{name}"
     if not mdt.create_if_absent(path, data) and mdt.read_bytes(path) != data:
         raise ConflictError(f"metadata base file {path} exists with other content; compaction {instant} refused")
-    return WrittenFile(found.partition, found.file_id, path, len(data), found.base_instant, len(merged.records))
+    return WrittenFile(found.partition, found.file_id, path, len(data), found.base_instant, len(cells))
 
 
 def complete_compaction(timeline: ActiveTimeline, instant: str, written: Sequence[WrittenFile]) -> None:

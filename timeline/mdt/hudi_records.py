@@ -188,6 +188,12 @@ def bloom_filter_of(record: Mapping[str, Any]) -> BloomFilter:
 
 # -- bytes
 
+_META_SCHEMA = {
+    "type": "record",
+    "name": "MetaFields",
+    "fields": [{"name": name, "type": ["null", "string"]} for name in META_COLUMNS],
+}
+
 
 def _write(schema: dict, record: Mapping[str, Any]) -> bytes:
     out = io.BytesIO()
@@ -225,6 +231,21 @@ def encode_cell(record: Mapping[str, Any], file_name: str | None = None) -> byte
     stored.update(record)
     stored["key"] = ""
     return _write(parsed_stored_schema(), stored)
+
+
+def cell_prefix(file_name: str | None) -> bytes:
+    """The bytes every `encode_cell(record, file_name)` starts with: the meta fields (Avro unions of null and
+    string, in schema order), null but for `_hoodie_file_name`."""
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, _META_SCHEMA, dict.fromkeys(META_COLUMNS[:-1]) | {FILE_NAME: file_name})
+    return out.getvalue()
+
+
+def renamed_cell(value: bytes, old_prefix: bytes, new_prefix: bytes) -> bytes | None:
+    """A cell encoded with `old_prefix` (`cell_prefix` of one base file's name) re-headed for another base file
+    with the same record: what encoding its decoded record again would give. None for a cell that does not
+    start so (a writer that fills other meta fields): it must then be decoded and encoded."""
+    return new_prefix + value[len(old_prefix) :] if value.startswith(old_prefix) else None
 
 
 def decode_cell(key: str, value: bytes) -> dict[str, Any]:

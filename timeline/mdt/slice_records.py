@@ -205,6 +205,70 @@ def read_group(
     file is damaged: nothing can be answered without it."""
     out = GroupRecords()
     keys = None if keys is None else frozenset(keys)
+    folded = _fold_logs(mdt, slices, facts, is_valid, keys, prefixes, out)
+    base = next((s for s in slices if s.base_file is not None), None)
+    if base is not None:
+        try:
+            for key, record in _base_records(mdt, base.base_file, base.base_size, keys, prefixes).items():
+                update = folded.get(key)
+                if update is None:
+                    out.records[key] = record
+                elif update is not _DELETED:
+                    out.records[key] = hudi_merge.combine(record, update)
+        except (HFileError, UnicodeDecodeError) as err:
+            raise CorruptInstantError(f"metadata table base file {base.base_file}: {err}") from err
+    for key, update in folded.items():
+        if update is not _DELETED and key not in out.records:
+            out.records[key] = update
+    return out
+
+
+def compacted_cells(
+    mdt: Storage, slices: Sequence[FileSlice], facts: TimelineFacts, is_valid: Callable[[str], bool], file_name: str
+) -> tuple[list[tuple[bytes, bytes]], list[str]]:
+    """The cells, in key order, of a new base file `file_name` holding `read_group`'s records of `slices`, as
+    `encode_cell` encodes them; and the blocks that could not be read (then no cells). A base cell no log
+    touches is not decoded: its bytes passed their checksums, and only its `_hoodie_file_name` changes."""
+    out = GroupRecords()
+    folded = _fold_logs(mdt, slices, facts, is_valid, None, None, out)
+    if out.corrupt:
+        return [], out.corrupt
+    cells: dict[bytes, bytes] = {}
+    base = next((s for s in slices if s.base_file is not None), None)
+    if base is not None:
+        old_prefix = hudi_records.cell_prefix(base.base_file.rsplit("/", 1)[-1])
+        new_prefix = hudi_records.cell_prefix(file_name)
+        try:
+            for raw_key, value in base_reader(mdt, base.base_file, base.base_size).items():
+                key = raw_key.decode()
+                update = folded.get(key)
+                if update is _DELETED:
+                    continue
+                copied = hudi_records.renamed_cell(value, old_prefix, new_prefix) if update is None else None
+                if copied is None:
+                    record = hudi_records.decode_cell(key, value)
+                    record = record if update is None else hudi_merge.combine(record, update)
+                    copied = hudi_records.encode_cell(record, file_name)
+                cells[raw_key] = copied
+        except (HFileError, UnicodeDecodeError) as err:
+            raise CorruptInstantError(f"metadata table base file {base.base_file}: {err}") from err
+    for key, update in folded.items():
+        if update is not _DELETED and key.encode() not in cells:
+            cells[key.encode()] = hudi_records.encode_cell(update, file_name)
+    return sorted(cells.items()), []
+
+
+def _fold_logs(
+    mdt: Storage,
+    slices: Sequence[FileSlice],
+    facts: TimelineFacts,
+    is_valid: Callable[[str], bool],
+    keys: frozenset[str] | None,
+    prefixes: Sequence[str] | None,
+    out: GroupRecords,
+) -> dict[str, Any]:
+    """Each wanted key's records in the valid blocks of the slices' logs, folded oldest to newest (`_DELETED`
+    where a delete came last); what cannot be read goes to `out.corrupt`."""
     folded: dict[str, Any] = {}
     for queued in _scan(mdt, slices, facts, is_valid, out):
         try:
@@ -224,18 +288,4 @@ def read_group(
                 )
         except (HudiLogError, CorruptInstantError, ValueError) as err:
             out.corrupt.append(f"{queued.where}: {err}")
-    base = next((s for s in slices if s.base_file is not None), None)
-    if base is not None:
-        try:
-            for key, record in _base_records(mdt, base.base_file, base.base_size, keys, prefixes).items():
-                update = folded.get(key)
-                if update is None:
-                    out.records[key] = record
-                elif update is not _DELETED:
-                    out.records[key] = hudi_merge.combine(record, update)
-        except (HFileError, UnicodeDecodeError) as err:
-            raise CorruptInstantError(f"metadata table base file {base.base_file}: {err}") from err
-    for key, update in folded.items():
-        if update is not _DELETED and key not in out.records:
-            out.records[key] = update
-    return out
+    return folded
