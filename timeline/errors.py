@@ -27,6 +27,10 @@ class CorruptInstantError(BadInputError):
     """An instant file that cannot be parsed; nothing is changed on disk."""
 
 
+class UnreadableDataFileError(BadInputError):
+    """A data file whose Parquet footer or key column cannot be read: nothing derived from it can be built."""
+
+
 class PathEscapeError(BadInputError):
     """A relative path that would leave the table base."""
 

@@ -21,11 +21,12 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from coordinator.mdt import steps
 from timeline.crash_points import crash_point
-from timeline.errors import ConflictError, CorruptInstantError, TandemError
+from timeline.errors import ConflictError, CorruptInstantError, TandemError, UnreadableDataFileError
 from timeline.format import avro_metadata
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_schema import avro_to_arrow
@@ -161,6 +162,8 @@ def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMeta
                 return pq.ParquetFile(handle).metadata
         except FileNotFoundError as err:  # a rollback by another process took it: this commit has lost
             raise ConflictError(f"data file {path} is gone: another process rolled back or cleaned it") from err
+        except (OSError, pa.ArrowException, ValueError) as err:
+            raise UnreadableDataFileError(f"data file {path} is unreadable ({str(err).strip()})") from err
 
     if not data.is_s3 or len(files) < 2:
         return [footer(f) for f in files]
@@ -170,12 +173,18 @@ def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMeta
 
 def _file_keys(data: Storage, config: TableConfig, file: tuple[str, str]) -> list[str]:
     """The record keys a data file holds: its `_hoodie_record_key` column, else built from the key fields."""
-    with data.open_input(f"{file[0]}/{file[1]}" if file[0] else file[1]) as handle:
-        parquet = pq.ParquetFile(handle)
-        if config.populate_meta_fields and RECORD_KEY in parquet.schema_arrow.names:
-            keys = parquet.read(columns=[RECORD_KEY]).column(RECORD_KEY)
-        else:
-            keys = record_keys(parquet.read(columns=config.record_key_fields), config.record_key_fields)
+    path = f"{file[0]}/{file[1]}" if file[0] else file[1]
+    try:
+        with data.open_input(path) as handle:
+            parquet = pq.ParquetFile(handle)
+            if config.populate_meta_fields and RECORD_KEY in parquet.schema_arrow.names:
+                keys = parquet.read(columns=[RECORD_KEY]).column(RECORD_KEY)
+            else:
+                keys = record_keys(parquet.read(columns=config.record_key_fields), config.record_key_fields)
+    except FileNotFoundError as err:
+        raise ConflictError(f"data file {path} is gone: another process rolled back or cleaned it") from err
+    except (OSError, pa.ArrowException, ValueError) as err:
+        raise UnreadableDataFileError(f"data file {path} is unreadable ({str(err).strip()})") from err
     return [k for k in keys.to_pylist() if k]
 
 

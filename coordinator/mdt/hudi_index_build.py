@@ -10,7 +10,7 @@ from dataclasses import astuple, dataclass, field
 
 from coordinator.mdt.hudi_deltacommit import bloom_filter_records, footers, planned_groups
 from timeline.crash_points import crash_point
-from timeline.errors import BadInputError
+from timeline.errors import BadInputError, UnreadableDataFileError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import DELTA_COMMIT, Instant
 from timeline.format.table_config import read_config, record_metadata_indexes, record_metadata_partitions
@@ -42,30 +42,46 @@ def add_partitions(
     new = [p for p in INIT_ORDER if p in wanted and p in KEPT_BY_TANDEM and p not in built]
     if not new:
         return None
-    record_metadata_partitions(mdt.data_storage, built, inflight=new)
-    record_metadata_indexes(mdt.data_storage, sorted(set(config.metadata_indexes) | set(new)))
     timeline = mdt.timeline()
     taken = {i.time for i in timeline.instants}
     start = max(data_timeline.completed_times(), default=SOLO_COMMIT_TIMESTAMP)
-    read = list(zip(live, footers(mdt.data_storage, live), strict=True))
-    times = []
-    offset = 0
-    for partition in new:
-        while partition_init_instant(start, offset) in taken:
-            offset += 1
-        time = partition_init_instant(start, offset)
-        taken.add(time)
-        if partition == COLUMN_STATS:
-            records = [r for (p, n), f in read for r in hudi_commit_records.column_stats_records(p, n, f)]
-        else:
-            records = bloom_filter_records(mdt.data_storage, time, read)
-        count = DEFAULT_FILE_GROUP_COUNT[partition]
-        written = writes.initialize_partition(mdt.storage, partition, time, records, count)
+    built_records = _records_of(mdt, new, start, taken, live)  # read first: a file that cannot be read changes nothing
+    record_metadata_partitions(mdt.data_storage, built, inflight=new)
+    record_metadata_indexes(mdt.data_storage, sorted(set(config.metadata_indexes) | set(new)))
+    for partition, (time, records) in built_records.items():
+        written = writes.initialize_partition(
+            mdt.storage, partition, time, records, DEFAULT_FILE_GROUP_COUNT[partition]
+        )
         writes.complete_delta_commit(timeline, time, written, "BULK_INSERT")
         crash_point(writes.PARTITION_BUILT)
-        times.append(time)
     mdt.is_hudi_format(record_metadata_partitions(mdt.data_storage, [*built, *new]))
-    return times[0]
+    return built_records[new[0]][0]
+
+
+def _records_of(
+    mdt: MetadataTable, new: Sequence[str], start: str, taken: set[str], live: Sequence[tuple[str, str]]
+) -> dict[str, tuple[str, list[dict]]]:
+    """partition -> (its initializing instant, its records) for each of `new`, from the `live` files;
+    UnreadableDataFileError naming a file whose footer or keys cannot be read (Java's indexer fails on it too)."""
+    try:
+        read = list(zip(live, footers(mdt.data_storage, live), strict=True))
+        out = {}
+        offset = 0
+        for partition in new:
+            while partition_init_instant(start, offset) in taken:
+                offset += 1
+            time = partition_init_instant(start, offset)
+            taken.add(time)
+            if partition == COLUMN_STATS:
+                records = [r for (p, n), f in read for r in hudi_commit_records.column_stats_records(p, n, f)]
+            else:
+                records = bloom_filter_records(mdt.data_storage, time, read)
+            out[partition] = (time, records)
+        return out
+    except UnreadableDataFileError as err:
+        raise UnreadableDataFileError(
+            f"{err}: the {', '.join(new)} index cannot be built; nothing was changed"
+        ) from err
 
 
 def drop_partitions(mdt: MetadataTable, unwanted: Sequence[str]) -> list[str]:

@@ -5,6 +5,7 @@ the initialization and repair that rebuild it, and the migration of an MDT in Ta
 from __future__ import annotations
 
 import os
+import random
 import warnings
 
 import pyarrow as pa
@@ -195,3 +196,37 @@ def _batch_file(tmp_path, batch: pa.Table) -> str:
     path = tmp_path / f"batch-{len(list(tmp_path.glob('batch-*')))}.parquet"
     pq.write_table(batch, path)
     return str(path)
+
+
+def _damaged(data: bytes, damage: str, rng) -> bytes:
+    if damage == "truncated":
+        return data[: rng.randrange(len(data))]
+    if damage == "junk":
+        return rng.randbytes(len(data))
+    flipped = bytearray(data)  # the footer: its length, then the thrift bytes before it
+    for _ in range(4):
+        flipped[rng.randrange(max(len(data) - 200, 0), len(data) - 4)] ^= 0xFF
+    return bytes(flipped)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "junk", "footer flipped"])
+def test_an_unreadable_data_file_refuses_an_index_build_and_a_write_and_changes_nothing(tmp_path, damage):
+    """A data file that cannot be read: building an index over it, or an upsert that must rewrite it, stops with
+    an error naming the file (exit 2); the table's properties and its MDT are as they were, still read from."""
+    created = Table.create(str(tmp_path / "t"), "t", ["id"], ["part"], hudi_format=True, indexes=())
+    LocalWriter(created, coordinator=CoordinatorConfig(lock_uri="memory")).write(rows(list(range(9)), 0), "insert")
+    table = Table.open(created.uri)
+    victim = next(f for f in table.view().latest_base_files() if f.partition == "p1")
+    data = table.storage.read_bytes(victim.path)
+    table.storage.write_bytes(victim.path, _damaged(data, damage, random.Random(damage)))
+    properties_before = table.storage.read_bytes(".hoodie/hoodie.properties")
+    built = tandem("metadata", "create", table.uri, "--index", "files,column_stats,bloom_filters")
+    assert built.returncode == 2, built.stderr
+    assert victim.name in built.stderr and "nothing was changed" in built.stderr
+    assert table.storage.read_bytes(".hoodie/hoodie.properties") == properties_before
+    upsert = tandem("write", table.uri, "--input", _batch_file(tmp_path, rows([1, 4], 1)), "--operation", "upsert")
+    assert upsert.returncode == 2 and victim.name in upsert.stderr, upsert.stderr
+    table = Table.open(table.uri)
+    assert table.view().source == "metadata"
+    report = validate(table.metadata(), table.timeline())
+    assert not report.missing_in_metadata and not report.extra_in_metadata  # a truncated file differs in size only

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from timeline.errors import BadInputError
+from timeline.errors import BadInputError, UnreadableDataFileError
 from timeline.format.file_names import BaseFile
 from timeline.format.fs_view import FileSystemView
 from timeline.format.meta_fields import COMMIT_TIME, META_COLUMNS
@@ -38,6 +38,17 @@ def read_base_file(
     """A base file's rows. On S3 a file whose `size` the listing gave is one GetObject when small (pyarrow's
     file would HEAD for the size, then read the footer and each column by range); `fetched` keeps the bytes
     for a second read in the same write (an upsert reads a file's keys, then the whole file)."""
+    try:
+        return _read_base_file(storage, path, columns, size, fetched)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException, ValueError) as err:
+        raise UnreadableDataFileError(f"data file {path} could not be read ({str(err).strip()})") from err
+
+
+def _read_base_file(
+    storage: Storage, path: str, columns: list[str] | None, size: int | None, fetched: dict[str, bytes] | None
+) -> pa.Table:
     threads = size is None or size > THREADED_READ_BYTES
     if not storage.is_s3 or size is None or size > WHOLE_OBJECT_BYTES:
         with storage.open_input(path) as handle:  # not read_table: no pyarrow.dataset import
