@@ -193,12 +193,13 @@ def bloom_filter_records(
     time: str,
     files: Sequence[tuple[tuple[str, str], pq.FileMetaData]],
     built: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    config: TableConfig | None = None,
 ) -> list[dict[str, Any]]:
     """The `bloom_filters` record of each data file: the filter its writer built (`built`, by (partition,
     name): Tandem's writer makes a SIMPLE filter of a new file's keys while they are at hand), else the one
     its footer carries (Java's files), else a SIMPLE filter of its record keys read back, at Hudi's default
     false-positive rate, sized for exactly those keys (a base file never grows). Every file needs one, or
-    Java's bloom index fails on it."""
+    Java's bloom index fails on it. `config`: the table's, if the caller has it (else read when needed)."""
     built = built or {}
     records = [
         hudi_records.bloom_filter_record(p, n, time, built[(p, n)]["bloomType"], built[(p, n)]["bloomFilter"])
@@ -208,7 +209,8 @@ def bloom_filter_records(
     rest = [(file, footer) for file, footer in files if file not in built]
     with_footer = [(p, n, f) for (p, n), f in rest if from_footer(f.metadata) is not None]
     records += hudi_commit_records.bloom_filter_records(time, with_footer)
-    config = read_config(data) if len(with_footer) < len(rest) else None
+    if config is None and len(with_footer) < len(rest):
+        config = read_config(data)
     for (partition, name), footer in rest:
         if from_footer(footer.metadata) is None:
             keys = _file_keys(data, config, (partition, name))

@@ -5,15 +5,19 @@ commit keeps it. A partition turned off leaves the record first, then its files 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple, dataclass, field
+from functools import partial
+from typing import Any
 
 from coordinator.mdt.hudi_deltacommit import bloom_filter_records, footers, planned_groups
 from timeline.crash_points import crash_point
 from timeline.errors import BadInputError, UnreadableDataFileError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import DELTA_COMMIT, Instant
-from timeline.format.table_config import read_config, record_metadata_indexes, record_metadata_partitions
+from timeline.format.table_config import TableConfig, read_config, record_metadata_indexes, record_metadata_partitions
+from timeline.io.storage import Storage
 from timeline.mdt import file_group_writes as writes
 from timeline.mdt import hudi_commit_records, hudi_records
 from timeline.mdt.file_slices import list_file_groups
@@ -31,12 +35,20 @@ from timeline.mdt.slice_records import is_mdt_only_instant
 from timeline.mdt.snapshot import MetadataSnapshot
 from timeline.mdt.table import MetadataTable
 
+READ_THREADS = 8  # data files read at once (footers and key columns: I/O bound, pyarrow releases the GIL)
+
 
 def add_partitions(
-    mdt: MetadataTable, data_timeline: ActiveTimeline, wanted: Sequence[str], live: Sequence[tuple[str, str]]
+    mdt: MetadataTable,
+    data_timeline: ActiveTimeline,
+    wanted: Sequence[str],
+    live: Sequence[tuple[str, str]],
+    progress: Callable[[int], None] | None = None,
+    spark: Any = None,
 ) -> str | None:
     """Build the index partitions of `wanted` the MDT lacks from the `live` (partition, file) data files (call
-    under the lock, nothing pending); the first new partition's instant, or None when all were built."""
+    under the lock, nothing pending), reading them on threads (`progress` told of each file) or on the
+    executors of `spark`; the first new partition's instant, or None when all were built."""
     config = read_config(mdt.data_storage)
     built = config.java_metadata_partitions
     new = [p for p in INIT_ORDER if p in wanted and p in KEPT_BY_TANDEM and p not in built]
@@ -45,7 +57,8 @@ def add_partitions(
     timeline = mdt.timeline()
     taken = {i.time for i in timeline.instants}
     start = max(data_timeline.completed_times(), default=SOLO_COMMIT_TIMESTAMP)
-    built_records = _records_of(mdt, new, start, taken, live)  # read first: a file that cannot be read changes nothing
+    # read first: a file that cannot be read changes nothing
+    built_records = _records_of(mdt, new, start, taken, live, progress, spark)
     record_metadata_partitions(mdt.data_storage, built, inflight=new)
     record_metadata_indexes(mdt.data_storage, sorted(set(config.metadata_indexes) | set(new)))
     for partition, (time, records) in built_records.items():
@@ -59,29 +72,57 @@ def add_partitions(
 
 
 def _records_of(
-    mdt: MetadataTable, new: Sequence[str], start: str, taken: set[str], live: Sequence[tuple[str, str]]
+    mdt: MetadataTable,
+    new: Sequence[str],
+    start: str,
+    taken: set[str],
+    live: Sequence[tuple[str, str]],
+    progress: Callable[[int], None] | None,
+    spark: Any,
 ) -> dict[str, tuple[str, list[dict]]]:
-    """partition -> (its initializing instant, its records) for each of `new`, from the `live` files;
-    UnreadableDataFileError naming a file whose footer or keys cannot be read (Java's indexer fails on it too)."""
+    """partition -> (its initializing instant, its records) for each of `new`, from the `live` files read on
+    threads (or on the executors of `spark`); UnreadableDataFileError naming a file whose footer or keys
+    cannot be read (Java's indexer fails on it too)."""
+    times = {}
+    offset = 0
+    for partition in new:
+        while partition_init_instant(start, offset) in taken:
+            offset += 1
+        times[partition] = partition_init_instant(start, offset)
+        taken.add(times[partition])
+    task = partial(_file_records, mdt.data_storage.base_uri, read_config(mdt.data_storage), times)
+    if spark is not None and live:
+        slices = max(1, min(len(live), spark.sparkContext.defaultParallelism * 4))
+        found = spark.sparkContext.parallelize(list(live), slices).map(task).collect()
+    else:
+        found = []
+        with ThreadPoolExecutor(READ_THREADS) as pool:
+            for one in pool.map(task, live):
+                found.append(one)
+                if progress is not None:
+                    progress(1)
+    unreadable = next((one for one in found if isinstance(one, str)), None)
+    if unreadable is not None:
+        raise UnreadableDataFileError(f"{unreadable}: the {', '.join(new)} index cannot be built; nothing was changed")
+    return {p: (times[p], [r for one in found for r in one[p]]) for p in new}
+
+
+def _file_records(
+    base_uri: str, config: TableConfig, times: Mapping[str, str], file: tuple[str, str]
+) -> dict[str, list[dict]] | str:
+    """One data file's records in each partition of `times` (partition -> its initializing instant), or why the
+    file cannot be read (an error would not cross back from a Spark executor as itself)."""
+    storage = Storage(base_uri)
     try:
-        read = list(zip(live, footers(mdt.data_storage, live), strict=True))
+        (footer,) = footers(storage, [file])
         out = {}
-        offset = 0
-        for partition in new:
-            while partition_init_instant(start, offset) in taken:
-                offset += 1
-            time = partition_init_instant(start, offset)
-            taken.add(time)
-            if partition == COLUMN_STATS:
-                records = [r for (p, n), f in read for r in hudi_commit_records.column_stats_records(p, n, f)]
-            else:
-                records = bloom_filter_records(mdt.data_storage, time, read)
-            out[partition] = (time, records)
+        if COLUMN_STATS in times:
+            out[COLUMN_STATS] = hudi_commit_records.column_stats_records(file[0], file[1], footer)
+        if BLOOM_FILTERS in times:
+            out[BLOOM_FILTERS] = bloom_filter_records(storage, times[BLOOM_FILTERS], [(file, footer)], config=config)
         return out
     except UnreadableDataFileError as err:
-        raise UnreadableDataFileError(
-            f"{err}: the {', '.join(new)} index cannot be built; nothing was changed"
-        ) from err
+        return str(err)
 
 
 def drop_partitions(mdt: MetadataTable, unwanted: Sequence[str]) -> list[str]:

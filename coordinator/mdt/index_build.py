@@ -149,7 +149,7 @@ def build(
     if pending:
         raise BadInputError(f"cannot build an index while instants are pending: {', '.join(pending)}")
     if mdt.is_hudi_format():
-        return hudi_index_build.add_partitions(mdt, data_timeline, new, live_files(mdt, data_timeline))
+        return hudi_index_build.add_partitions(mdt, data_timeline, new, live_files(mdt, data_timeline), progress, spark)
     instant = begin_indexing(mdt, data_timeline)
     config = record_metadata_indexes(mdt.data_storage, config.metadata_indexes + new)
     crash_point(INDEX_TURNED_ON)
