@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -70,8 +72,17 @@ def metadata_create(path: str, index: str, engine: str, file_format: str, lock_u
     wanted = _index_names(index)
     table = open_table(path)
     if not table.metadata().exists() or "files" in wanted and not table.has_metadata_table():
-        with console().status("listing storage and writing the metadata table"):
-            time = initialize(table.metadata(), table.config.name, table.timeline(), file_format == "hudi")
+
+        def create(table: Table, config: CoordinatorConfig, lock) -> str:
+            from coordinator.protocol.locking import held
+
+            with held(lock), _progress("listing storage and writing the metadata table") as progress:
+                return initialize(
+                    table.metadata(), table.config.name, table.timeline(), file_format == "hudi", progress
+                )
+
+        time = run_locked(path, coordinator_config(lock_uri, settings), create)
+        table = open_table(path)
         partitions = MetadataReader(table.metadata(), table.timeline()).all_partitions()
         click.echo(f"created the metadata table at {time}: {len(partitions)} partition(s)")
     extra = [w for w in wanted if w != "files"]
@@ -86,15 +97,22 @@ def metadata_create(path: str, index: str, engine: str, file_format: str, lock_u
         click.echo(f"built {', '.join(extra)} at {time}" if time else f"{', '.join(extra)} already on")
 
 
-def _build_indexes(wanted: list[str], spark, table: Table, config: CoordinatorConfig, lock) -> str | None:
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[int], None]]:
+    """A transient progress bar on stderr; yields what to call with each count of data files read."""
     from rich.progress import Progress
 
+    with Progress(console=console(), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda n: bar.advance(task, n)
+
+
+def _build_indexes(wanted: list[str], spark, table: Table, config: CoordinatorConfig, lock) -> str | None:
     from coordinator.mdt.index_build import build
     from coordinator.protocol.locking import held
 
-    with held(lock), Progress(console=console(), transient=True) as progress:
-        task = progress.add_task(f"indexing {', '.join(wanted)}", total=None)
-        return build(table.metadata(), table.timeline(), wanted, lambda n: progress.advance(task, n), spark)
+    with held(lock), _progress(f"indexing {', '.join(wanted)}") as progress:
+        return build(table.metadata(), table.timeline(), wanted, progress, spark)
 
 
 @metadata.command(name="delete")
@@ -131,8 +149,8 @@ def _repair_metadata(table: Table, config: CoordinatorConfig, lock) -> str:
     from coordinator.mdt.bootstrap import repair
     from coordinator.protocol.locking import held
 
-    with held(lock):
-        return repair(table.metadata(), table.config.name, table.timeline())
+    with held(lock), _progress("listing storage and rebuilding the metadata table") as progress:
+        return repair(table.metadata(), table.config.name, table.timeline(), progress)
 
 
 @metadata.command(name="stats")

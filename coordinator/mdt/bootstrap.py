@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -42,7 +43,13 @@ def _refuse_pending(data_timeline: ActiveTimeline, doing: str) -> None:
         )
 
 
-def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline, hudi_format: bool = True) -> str:
+def initialize(
+    mdt: MetadataTable,
+    table_name: str,
+    data_timeline: ActiveTimeline,
+    hudi_format: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> str:
     """Build the MDT of an existing table from the storage listing, with the index partitions the table asks
     for: in Hudi's format (`hudi_initialize`) or Tandem's previous one (one base file, as an MDT-only
     compaction; the table records that it asked for it).
@@ -50,14 +57,14 @@ def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimelin
     The table records the MDT first (Tandem's flag, or Hudi's record of partitions being built), so a crash
     part-way leaves a recorded MDT that is missing or incomplete (readers list storage, writers refuse,
     `repair` rebuilds it), never one readers silently take as complete. Leftovers of an MDT whose properties
-    file is gone are removed, not merged.
+    file is gone are removed, not merged. `progress` is told of each data file read for an index.
     """
     _refuse_pending(data_timeline, "initialize")
     if mdt.exists():
         raise BadInputError("the metadata table already exists (`tandem metadata delete` first)")
     if hudi_format:
         indexes = [p for p in (read_config(mdt.data_storage).raw.get(METADATA_INDEXES) or "").split(",") if p]
-        return hudi_initialize.initialize(mdt, table_name, data_timeline, indexes)
+        return hudi_initialize.initialize(mdt, table_name, data_timeline, indexes, progress)
     with METRICS.timed(INITIALIZE):
         record_metadata_table(mdt.data_storage, True)
         mdt.delete()
@@ -68,7 +75,7 @@ def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimelin
         execute(mdt, data_timeline, time)
         config = read_config(mdt.data_storage)
         if config.metadata_indexes:  # the indexes the table records, for the files it already has
-            index_all(mdt, data_timeline, config, config.metadata_indexes)
+            index_all(mdt, data_timeline, config, config.metadata_indexes, progress)
         return time
 
 
@@ -95,7 +102,9 @@ def needs_migration(mdt: MetadataTable, config: TableConfig) -> bool:
     )
 
 
-def migrate(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
+def migrate(
+    mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline, progress: Callable[[int], None] | None = None
+) -> str:
     """Rebuild an MDT of Tandem's previous format in Hudi's, from storage, with the indexes it kept; under the
     lock, nothing pending. The data table records the new one as being built before the old one is deleted,
     so a crash part-way leaves a table readers list storage for, which the next write builds again."""
@@ -105,15 +114,18 @@ def migrate(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) 
         mdt.data_storage.uri(""),
         ", ".join(config.metadata_indexes) or "none",
     )
-    return hudi_initialize.initialize(mdt, table_name, data_timeline, config.metadata_indexes)
+    return hudi_initialize.initialize(mdt, table_name, data_timeline, config.metadata_indexes, progress)
 
 
-def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -> str:
+def repair(
+    mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline, progress: Callable[[int], None] | None = None
+) -> str:
     """Rebuild the MDT (and the indexes the table keeps) from storage, filtered by the data timeline: in
     Hudi's format, unless the table asked for Tandem's previous one.
 
     Call under the lock. The MDT is derived data: deleting it and initializing
     again loses nothing the data table holds. Refused while data instants are pending.
+    `progress` is told of each data file read for an index.
     """
     if not mdt.exists() and not read_config(mdt.data_storage).metadata_enabled:
         raise BadInputError(
@@ -124,14 +136,14 @@ def repair(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline) -
     if mdt.is_hudi_format(config):  # rebuilt in Hudi's format, with the partitions it had: Java continues it
         wanted = set(config.java_metadata_partitions) | set(config.java_metadata_partitions_inflight)
         # records the partitions as being built before it deletes anything
-        return hudi_initialize.initialize(mdt, table_name, data_timeline, sorted(wanted))
+        return hudi_initialize.initialize(mdt, table_name, data_timeline, sorted(wanted), progress)
     if not config.keeps_tandem_format:
-        return migrate(mdt, table_name, data_timeline)
+        return migrate(mdt, table_name, data_timeline, progress)
     mdt.delete()
     # A stale record of Java's goes too, before Tandem builds its own MDT there: the record decides the format
     # for Java and Tandem alike
     clear_java_metadata_record(mdt.data_storage)
-    return initialize(mdt, table_name, data_timeline, hudi_format=False)
+    return initialize(mdt, table_name, data_timeline, hudi_format=False, progress=progress)
 
 
 @dataclass

@@ -80,9 +80,7 @@ def _records_of(
     progress: Callable[[int], None] | None,
     spark: Any,
 ) -> dict[str, tuple[str, list[dict]]]:
-    """partition -> (its initializing instant, its records) for each of `new`, from the `live` files read on
-    threads (or on the executors of `spark`); UnreadableDataFileError naming a file whose footer or keys
-    cannot be read (Java's indexer fails on it too)."""
+    """partition -> (its initializing instant, its records) for each of `new`, from the `live` files."""
     times = {}
     offset = 0
     for partition in new:
@@ -90,7 +88,25 @@ def _records_of(
             offset += 1
         times[partition] = partition_init_instant(start, offset)
         taken.add(times[partition])
-    task = partial(_file_records, mdt.data_storage.base_uri, read_config(mdt.data_storage), times)
+    try:
+        records = index_records(mdt.data_storage, times, live, progress, spark)
+    except UnreadableDataFileError as err:
+        raise UnreadableDataFileError(f"{err}; nothing was changed") from err
+    return {p: (times[p], records[p]) for p in new}
+
+
+def index_records(
+    data: Storage,
+    times: Mapping[str, str],
+    live: Sequence[tuple[str, str]],
+    progress: Callable[[int], None] | None = None,
+    spark: Any = None,
+) -> dict[str, list[dict]]:
+    """The records of index partitions (partition -> its initializing instant in `times`) for the `live`
+    (partition, file) data files, read on threads (`progress` told of each file) or on the executors of
+    `spark`; UnreadableDataFileError naming a file whose footer or keys cannot be read (Java's indexer fails
+    on it too)."""
+    task = partial(_file_records, data.base_uri, read_config(data), dict(times))
     if spark is not None and live:
         slices = max(1, min(len(live), spark.sparkContext.defaultParallelism * 4))
         found = spark.sparkContext.parallelize(list(live), slices).map(task).collect()
@@ -103,8 +119,10 @@ def _records_of(
                     progress(1)
     unreadable = next((one for one in found if isinstance(one, str)), None)
     if unreadable is not None:
-        raise UnreadableDataFileError(f"{unreadable}: the {', '.join(new)} index cannot be built; nothing was changed")
-    return {p: (times[p], [r for one in found for r in one[p]]) for p in new}
+        raise UnreadableDataFileError(
+            f"{unreadable}: the {', '.join(times)} index cannot be built; nothing was changed"
+        )
+    return {p: [r for one in found for r in one[p]] for p in times}
 
 
 def _file_records(

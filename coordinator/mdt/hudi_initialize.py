@@ -6,12 +6,13 @@ each partition a bulk insert delta commit after the last completed data instant
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from coordinator.mdt.hudi_deltacommit import bloom_filter_records, footers
+from coordinator.mdt.hudi_index_build import index_records
+from timeline.errors import UnreadableDataFileError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.mdt import hudi_commit_records
-from timeline.mdt.hudi_layout import COLUMN_STATS, FILES, SOLO_COMMIT_TIMESTAMP
+from timeline.mdt.hudi_layout import FILES, SOLO_COMMIT_TIMESTAMP
 from timeline.mdt.storage_listing import list_storage
 from timeline.mdt.table import MetadataTable
 from timeline.metrics import INITIALIZE, METRICS
@@ -26,26 +27,40 @@ def _listing(mdt: MetadataTable, data_timeline: ActiveTimeline) -> dict[str, dic
     return by_partition
 
 
-def initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline, indexes: Sequence[str] = ()) -> str:
-    """Build the MDT (`files`, and the index partitions of `indexes`); the time of its first delta commit.
-    The caller holds the lock and has checked that no data instant is pending."""
+def initialize(
+    mdt: MetadataTable,
+    table_name: str,
+    data_timeline: ActiveTimeline,
+    indexes: Sequence[str] = (),
+    progress: Callable[[int], None] | None = None,
+) -> str:
+    """Build the MDT (`files`, and the index partitions of `indexes`, `progress` told of each data file read
+    for one); the time of its first delta commit. The caller holds the lock and has checked that no data
+    instant is pending."""
     with METRICS.timed(INITIALIZE):
-        return _initialize(mdt, table_name, data_timeline, indexes)
+        return _initialize(mdt, table_name, data_timeline, indexes, progress)
 
 
-def _initialize(mdt: MetadataTable, table_name: str, data_timeline: ActiveTimeline, indexes: Sequence[str]) -> str:
+def _initialize(
+    mdt: MetadataTable,
+    table_name: str,
+    data_timeline: ActiveTimeline,
+    indexes: Sequence[str],
+    progress: Callable[[int], None] | None,
+) -> str:
     files = _listing(mdt, data_timeline)
     named = [(p, n) for p, names in sorted(files.items()) for n in sorted(names)]
-    read: list = []
 
     def records_of(partition: str, time: str) -> list[dict]:
         if partition == FILES:
             return hudi_commit_records.listing_records(files)
-        if not read:
-            read.extend(zip(named, footers(mdt.data_storage, named), strict=True))
-        if partition == COLUMN_STATS:
-            return [r for (p, n), f in read for r in hudi_commit_records.column_stats_records(p, n, f)]
-        return bloom_filter_records(mdt.data_storage, time, read)
+        try:
+            return index_records(mdt.data_storage, {partition: time}, named, progress)[partition]
+        except UnreadableDataFileError as err:
+            raise UnreadableDataFileError(
+                f"{err}; the metadata table is left unbuilt (readers list storage): repair or remove that file, "
+                "or build the table without that index"
+            ) from err
 
     start = max(data_timeline.completed_times(), default=SOLO_COMMIT_TIMESTAMP)
     return mdt.create_in_hudi_format(table_name, indexes, start, records_of)[0]
