@@ -23,7 +23,7 @@ SCHEDULE_SCENARIOS = {
     "junk": "generated junk in .hoodie/ (stray markers, crafted rollback, clean and MDT rollback plans, shadow "
     "instants), then recover, write, clean and compact; no committed row may be lost",
     "mdt-fuzz": "a random bit or byte flipped, a truncation or a deletion in a random file of every MDT file kind; "
-    "then read and upsert (even seeds: an MDT in Hudi's format; odd: the previous one)",
+    "then read and upsert; each seed on an MDT of each format (Tandem's previous one, then Hudi's)",
 }
 CRASH_STATES = "crash-states"  # every single-writer scenario of the enumerator, and nothing else
 SCENARIO_HELP = (
@@ -265,26 +265,24 @@ GENERATED = ("junk", "mdt-fuzz")
 def _generated(names: list[str], progress, seed: int, seeds: int, no_hudi: bool) -> dict[str, list]:
     """The generated-input scenarios, `seeds` tables each from `seed` on, in one scratch folder per run."""
     import tempfile
+    from functools import partial
 
-    from chaos import junk
+    from chaos import junk, mdt_fuzz
 
     out = {}
     for name in names:
-        run = junk.run_seed if name == "junk" else _fuzz_both_formats
-        task = progress.add_task(name, total=seeds)
+        # mdt-fuzz damages an MDT of each format per seed: Tandem's previous one, then Hudi's
+        runs = [junk.run_seed] if name == "junk" else [mdt_fuzz.run_seed, partial(mdt_fuzz.run_seed, hudi_format=True)]
+        task = progress.add_task(name, total=seeds * len(runs))
         work = Path(tempfile.mkdtemp(prefix=f"tandem-{name}-"))
-        out[name] = junk.run_seeds(
-            run, list(range(seed, seed + seeds)), work, not no_hudi, lambda _, t=task: progress.advance(t)
-        )
+        out[name] = [
+            result
+            for run in runs
+            for result in junk.run_seeds(
+                run, list(range(seed, seed + seeds)), work, not no_hudi, lambda _, t=task: progress.advance(t)
+            )
+        ]
     return out
-
-
-def _fuzz_both_formats(seed: int, work: Path, use_hudi: bool):
-    """mdt-fuzz on an MDT in Hudi's format for even seeds, in Tandem's previous format for odd ones (a replay of
-    one seed meets the same format)."""
-    from chaos import mdt_fuzz
-
-    return mdt_fuzz.run_seed(seed, work, use_hudi, hudi_format=seed % 2 == 0)
 
 
 def _generated_summary(name: str, results: list) -> None:

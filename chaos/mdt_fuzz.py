@@ -4,7 +4,7 @@ Each seed builds a small table whose metadata table has every kind of file (a co
 `files` and of each index, log files, a seal, deltacommit, compaction and clean instants, the
 properties; in Tandem's previous format, whose files these kinds are), picks one file of a random kind and
 damages it one way: a flipped bit or byte at a
-random offset, a truncation at a random length, or deletion. Then:
+random offset (in an HFile, of a random block or its trailer), a truncation at a random length, or deletion. Then:
 - a read must return exactly the committed rows (the model, which the `hudi` package confirms
   without ever opening our metadata table) or fail with an error of the exit-code contract;
 - an upsert must either refuse (an error of the contract; the table then reads as before) or
@@ -27,6 +27,8 @@ from chaos.junk import KEY, Model, keep_if_violated, settings, write
 from coordinator.protocol.locking import table_lock
 from coordinator.services.steps import compact
 from timeline.errors import TandemError
+from timeline.hfile.block import HEADER, HEADER_SIZE
+from timeline.hfile.trailer import TRAILER_SIZE
 from timeline.mdt.layout import MDT_DIR
 from timeline.query.reader import read_view
 from timeline.table import Table
@@ -102,13 +104,30 @@ def damage(table: Table, path: str, how: str, rng: random.Random) -> str:
     if not data:
         storage.delete(path)
         return "delete (empty file)"
-    at = rng.randrange(len(data))
+    at = _offset(bytes(data), path, rng)
     if how == "truncate":
         storage.write_bytes(path, bytes(data[:at]))
         return f"truncate at {at} of {len(data)}"
     data[at] ^= 1 << rng.randrange(8) if how == "flip-bit" else rng.randrange(1, 256)
     storage.write_bytes(path, bytes(data))
     return f"{how} at {at} of {len(data)}"
+
+
+def _offset(data: bytes, path: str, rng: random.Random) -> int:
+    """Where to damage: in an HFile, a random byte of a random one of its blocks or of its trailer, so the
+    few bytes of the index, file info and trailer are hit as often as the data blocks; elsewhere any byte."""
+    if not path.endswith(".hfile"):
+        return rng.randrange(len(data))
+    regions, at = [], 0
+    while at + HEADER_SIZE <= len(data) - TRAILER_SIZE:
+        size = HEADER_SIZE + HEADER.unpack_from(data, at)[1]
+        if size <= HEADER_SIZE or at + size > len(data) - TRAILER_SIZE:
+            break
+        regions.append((at, at + size))
+        at += size
+    regions.append((max(len(data) - TRAILER_SIZE, 0), len(data)))
+    start, end = rng.choice(regions)
+    return rng.randrange(start, end) if end > start else rng.randrange(len(data))
 
 
 def _rows(table: Table) -> dict[str, dict]:
