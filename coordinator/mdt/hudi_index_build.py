@@ -119,9 +119,7 @@ def index_records(
                     progress(1)
     unreadable = next((one for one in found if isinstance(one, str)), None)
     if unreadable is not None:
-        raise UnreadableDataFileError(
-            f"{unreadable}: the {', '.join(times)} index cannot be built; nothing was changed"
-        )
+        raise UnreadableDataFileError(f"{unreadable}: the {', '.join(times)} index cannot be built over it")
     return {p: [r for one in found for r in one[p]] for p in times}
 
 
