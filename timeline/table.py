@@ -204,12 +204,7 @@ class Table:
         """The view from the metadata table as it stands (no health check): no storage listing at all."""
         timeline = timeline or self.timeline()
         mdt = mdt or self.metadata()
-        reader = MetadataReader(mdt, timeline)
-        if partitions is None:
-            listing = reader.listing()
-            rows = zip(*(listing.column(c).to_pylist() for c in ("partition", "file", "size")), strict=True)
-        else:
-            rows = reader.listed_files(partitions)
+        rows = MetadataReader(mdt, timeline).listed_files(partitions)
         files = [f for p, name, size in rows if (f := parse_base_file(p, name, size))]
         return TableView(files, timeline, as_of, "metadata", mdt=mdt)
 

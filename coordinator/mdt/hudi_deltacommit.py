@@ -17,8 +17,9 @@ down): the same protocol as the previous format, in Hudi's files.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -157,13 +158,8 @@ def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMeta
 
     def footer(file: tuple[str, str]) -> pq.FileMetaData:
         path = f"{file[0]}/{file[1]}" if file[0] else file[1]
-        try:
-            with data.open_input(path) as handle:
-                return pq.ParquetFile(handle).metadata
-        except FileNotFoundError as err:  # a rollback by another process took it: this commit has lost
-            raise ConflictError(f"data file {path} is gone: another process rolled back or cleaned it") from err
-        except (OSError, pa.ArrowException, ValueError) as err:
-            raise UnreadableDataFileError(f"data file {path} is unreadable ({str(err).strip()})") from err
+        with _reading(path), data.open_input(path) as handle:
+            return pq.ParquetFile(handle).metadata
 
     if not data.is_s3 or len(files) < 2:
         return [footer(f) for f in files]
@@ -174,18 +170,25 @@ def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMeta
 def _file_keys(data: Storage, config: TableConfig, file: tuple[str, str]) -> list[str]:
     """The record keys a data file holds: its `_hoodie_record_key` column, else built from the key fields."""
     path = f"{file[0]}/{file[1]}" if file[0] else file[1]
+    with _reading(path), data.open_input(path) as handle:
+        parquet = pq.ParquetFile(handle)
+        if config.populate_meta_fields and RECORD_KEY in parquet.schema_arrow.names:
+            keys = parquet.read(columns=[RECORD_KEY]).column(RECORD_KEY)
+        else:
+            keys = record_keys(parquet.read(columns=config.record_key_fields), config.record_key_fields)
+    return [k for k in keys.to_pylist() if k]
+
+
+@contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """Reading data file `path`: gone means a rollback or clean by another process took it (this commit has
+    lost), any other failure that the file cannot be read."""
     try:
-        with data.open_input(path) as handle:
-            parquet = pq.ParquetFile(handle)
-            if config.populate_meta_fields and RECORD_KEY in parquet.schema_arrow.names:
-                keys = parquet.read(columns=[RECORD_KEY]).column(RECORD_KEY)
-            else:
-                keys = record_keys(parquet.read(columns=config.record_key_fields), config.record_key_fields)
+        yield
     except FileNotFoundError as err:
         raise ConflictError(f"data file {path} is gone: another process rolled back or cleaned it") from err
     except (OSError, pa.ArrowException, ValueError) as err:
         raise UnreadableDataFileError(f"data file {path} is unreadable ({str(err).strip()})") from err
-    return [k for k in keys.to_pylist() if k]
 
 
 def bloom_filter_records(

@@ -93,7 +93,8 @@ def _written_files(mdt_timeline: ActiveTimeline, is_valid: Callable[[str], bool]
     written: list[_Written] = []
     unreadable: list[str] = []
     for instant in instants:
-        stats = _WRITTEN.get((storage.base_uri, instant.time, instant.action))
+        per_instant = (storage.base_uri, instant.time, instant.action)
+        stats = _WRITTEN.get(per_instant)
         if stats is None:
             try:
                 stats = [(s.path, s.file_size_in_bytes) for s in mdt_timeline.commit_metadata(instant).write_stats()]
@@ -102,7 +103,7 @@ def _written_files(mdt_timeline: ActiveTimeline, is_valid: Callable[[str], bool]
             except CorruptInstantError as err:
                 unreadable.append(f"metadata instant {instant.time} is unreadable: {err}")
                 continue
-            _WRITTEN.put((storage.base_uri, instant.time, instant.action), stats)
+            _WRITTEN.put(per_instant, stats)
         for path, size in stats:
             if path:
                 name = path.rsplit("/", 1)[-1]

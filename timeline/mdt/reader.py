@@ -230,12 +230,13 @@ class MetadataReader:
         METRICS.incr(LOOKUP_FILES, listing.num_rows)
         return listing
 
-    def listed_files(self, partitions: list[str]) -> list[tuple[str, str, int]]:
-        """(partition, file, size) of the live files of `partitions`, as `listing(partitions)` gives them.
+    def listed_files(self, partitions: list[str] | None = None) -> list[tuple[str, str, int]]:
+        """(partition, file, size) of the live files of `partitions` (None: all), as `listing` gives them.
 
-        On Hudi's format the rows come straight from the records, filtered in Python by the same rule: a
-        lookup of a few partitions is a handful of rows, which Arrow's fixed cost per call would dominate."""
-        if self.snapshot is None:
+        On Hudi's format a lookup of partitions takes its rows straight from the records, filtered in Python
+        by the same rule: a few partitions are a handful of rows, which Arrow's fixed cost per call would
+        dominate."""
+        if self.snapshot is None or partitions is None:
             listing = self.listing(partitions)
             return list(zip(*(listing.column(c).to_pylist() for c in LISTING_SCHEMA.names), strict=True))
         with METRICS.timed(SCAN):
