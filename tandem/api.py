@@ -33,10 +33,19 @@ def create_table(
     hive_style: bool = False,
     precombine: str | None = None,
     metadata_table: bool = True,
+    table_type: str = "COPY_ON_WRITE",
 ) -> Table:
-    """A new copy-on-write table (Hudi table version 6) at `path`, with a metadata table unless told not to."""
+    """A new table (Hudi table version 6) at `path`, copy-on-write or MERGE_ON_READ, with a metadata table
+    unless told not to."""
     return Table.create(
-        path, name, list(record_key), list(partition_by), hive_style, precombine, with_metadata=metadata_table
+        path,
+        name,
+        list(record_key),
+        list(partition_by),
+        hive_style,
+        precombine,
+        with_metadata=metadata_table,
+        table_type=table_type,
     )
 
 

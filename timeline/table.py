@@ -9,15 +9,19 @@ from dataclasses import dataclass
 from timeline.errors import BadInputError
 from timeline.format import partition_path
 from timeline.format.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
+from timeline.format.data_logs import DataLog, parse_data_log, parse_log_listing
 from timeline.format.file_names import BaseFile, parse_base_file
-from timeline.format.fs_view import FileSystemView, list_base_files, parse_listing
+from timeline.format.fs_view import FileSystemView, list_table_files, parse_listing
 from timeline.format.instant import CLOCK
 from timeline.format.table_config import (
+    COPY_ON_WRITE,
     HOODIE_DIR,
     JAVA_METADATA_PARTITIONS_INFLIGHT,
+    MERGE_ON_READ,
     METADATA_ENABLED,
     METADATA_FORMAT,
     METADATA_INDEXES,
+    TABLE_TYPES,
     TANDEM_FORMAT,
     TableConfig,
     read_config,
@@ -48,8 +52,9 @@ class TableView(FileSystemView):
         source: str,
         fallback_reason: str | None = None,
         mdt: MetadataTable | None = None,
+        logs: Iterable[DataLog] = (),
     ) -> None:
-        super().__init__(files, timeline, as_of)
+        super().__init__(files, timeline, as_of, logs)
         self.source = source
         self.fallback_reason = fallback_reason
         self.mdt = mdt  # the MDT as this view read it (its indexes answer from the same snapshot)
@@ -112,11 +117,17 @@ class Table:
         with_metadata: bool = True,
         indexes: tuple[str, ...] = DEFAULT_INDEXES,
         hudi_format: bool = True,
+        table_type: str = COPY_ON_WRITE,
     ) -> Table:
         """A new table; with a metadata table keeping `indexes` (column stats and bloom filters by default:
         a new table has no files to build them from, so they cost nothing to turn on now), in Hudi's own
         format (every Hudi engine then lists from it), or in Tandem's previous one when not `hudi_format`
-        (recorded, so the table keeps it)."""
+        (recorded, so the table keeps it). `table_type`: COPY_ON_WRITE or MERGE_ON_READ (updates and deletes
+        go to log files, merged by readers and compacted later)."""
+        if table_type not in TABLE_TYPES:
+            raise BadInputError(f"unknown table type {table_type!r} (one of {', '.join(TABLE_TYPES)})")
+        if table_type == MERGE_ON_READ and with_metadata and not hudi_format:
+            raise BadInputError("a merge-on-read table keeps its metadata table in Hudi's format")
         if not name or not record_key_fields:
             raise BadInputError("a table needs a name and at least one record key field")
         if len(set(record_key_fields)) != len(record_key_fields):
@@ -128,6 +139,7 @@ class Table:
             partition_fields=list(partition_fields or []),
             hive_style=hive_style,
             precombine_field=precombine_field,
+            table_type=table_type,
         )
         if with_metadata:
             config.raw[METADATA_ENABLED] = "true"
@@ -189,10 +201,13 @@ class Table:
     ) -> TableView:
         """The view from a storage listing (of the whole table unless `partitions`; slow on object stores)."""
         if partitions is None:
-            files = list_base_files(self.storage)
+            entries = list_table_files(self.storage)
         else:
-            files = parse_listing(e for p in partitions for e in self.storage.list_files(p, recursive=False))
-        return TableView(files, timeline or self.timeline(), as_of, "storage", fallback_reason)
+            entries = [e for p in partitions for e in self.storage.list_files(p, recursive=False)]
+        logs = parse_log_listing(entries) if self.config.merge_on_read else ()
+        return TableView(
+            parse_listing(entries), timeline or self.timeline(), as_of, "storage", fallback_reason, logs=logs
+        )
 
     def metadata_view(
         self,
@@ -204,9 +219,13 @@ class Table:
         """The view from the metadata table as it stands (no health check): no storage listing at all."""
         timeline = timeline or self.timeline()
         mdt = mdt or self.metadata()
-        rows = MetadataReader(mdt, timeline).listed_files(partitions)
+        reader = MetadataReader(mdt, timeline)
+        rows = reader.listed_files(partitions)
         files = [f for p, name, size in rows if (f := parse_base_file(p, name, size))]
-        return TableView(files, timeline, as_of, "metadata", mdt=mdt)
+        logs = []
+        if self.config.merge_on_read:
+            logs = [g for p, n, size in reader.listed_logs(partitions) if (g := parse_data_log(p, n, size))]
+        return TableView(files, timeline, as_of, "metadata", mdt=mdt, logs=logs)
 
     def view(self, as_of: str | None = None, source: str = "auto", partitions: list[str] | None = None) -> TableView:
         """The metadata table's view when the table has a healthy one, else storage's.

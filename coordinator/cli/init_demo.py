@@ -26,6 +26,14 @@ from timeline.errors import BadInputError
     "or Tandem's previous format, which the table then keeps.",
 )
 @click.option(
+    "--table-type",
+    type=click.Choice(["COPY_ON_WRITE", "MERGE_ON_READ"], case_sensitive=False),
+    default="COPY_ON_WRITE",
+    show_default=True,
+    help="MERGE_ON_READ: upserts and deletes go to log files of their file groups, merged by every reader and "
+    "compacted into base files by `tandem compact` or the compaction worker.",
+)
+@click.option(
     "--lock", "lock_uri", default=None, envvar="TANDEM_LOCK", help="[env TANDEM_LOCK] Lock URI, as for `write`."
 )
 def init(
@@ -36,9 +44,10 @@ def init(
     hive_style: bool,
     precombine: str | None,
     metadata_format: str,
+    table_type: str,
     lock_uri: str | None,
 ):
-    """Create an empty Copy-on-Write table (Hudi table version 6)."""
+    """Create an empty table (Hudi table version 6), copy-on-write unless --table-type says otherwise."""
     from coordinator.protocol.locking import held
     from locks.config import open_lock
     from timeline.io.storage import Storage
@@ -53,6 +62,7 @@ def init(
         hive_style,
         precombine,
         hudi_format=metadata_format == "hudi",
+        table_type=table_type.upper(),
     )
     if Storage(path).require_fencing(lock_uri or "file"):
         table = create()

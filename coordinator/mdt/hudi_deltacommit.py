@@ -141,13 +141,16 @@ def files_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _changed_files(records: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(added, deleted) data files, as (partition, name), of seed-format `files` records."""
+    """(added, deleted) base files, as (partition, name), of seed-format `files` records: the files index
+    records describe (a merge-on-read log file has none: readers never skip a slice by its base's alone)."""
     added, deleted = [], []
     for record in records:
         if record["key"] == rec.ALL_PARTITIONS:
             continue
         partition = rec.data_partition(record["key"])
         for name, info in (record.get("filesystemMetadata") or {}).items():
+            if name.startswith("."):
+                continue
             (deleted if info["isDeleted"] else added).append((partition, name))
     return added, deleted
 

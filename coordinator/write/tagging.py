@@ -35,6 +35,7 @@ def tag(
     coordinator: CoordinatorConfig,
     small_file_limit: int,
     threads: int,
+    no_small: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, BaseFile], pa.Table]:
     """The simple index: every record with the file group it goes to (TARGET) and the copies it deletes.
 
@@ -42,13 +43,14 @@ def tag(
     records fall in, or of every partition under a global index. Returns the
     base files by file id, and `rows` tagged: one row per file group a record
     writes to (NEW when it starts one) and one DELETE row per copy it removes.
+    New records never top up a group of `no_small` (merge-on-read groups with logs).
     """
     partitions = set(pc.unique(rows.column(PARTITION)).to_pylist())
     glob = coordinator.global_index
     files = [f for f in view.latest_base_files() if glob or f.partition in partitions]
     candidates = _may_hold(reads.table.config, coordinator, view, files, rows)
     held = each(lambda b: reads.keys_of(b, coordinator.bloom_index), candidates, threads)
-    small = small_groups(files, small_file_limit)
+    small = small_groups([f for f in files if f.file_id not in no_small], small_file_limit)
     if glob:
         tagged = _tag_anywhere(operation, rows, candidates, held, small, coordinator.update_partition_path)
     else:

@@ -1,8 +1,10 @@
-"""The local writer: one Arrow table in, one Copy-on-Write instant out.
+"""The local writer: one Arrow table in, one instant out.
 
 insert and bulk_insert create new file groups sized by a target file size;
 upsert and delete rewrite the affected file groups (rows carried over keep all
-their meta columns); insert_overwrite replaces every file group of the touched
+their meta columns), or on a merge-on-read table write each group's updates and
+deletes as a new log file of its slice (a deltacommit; new records still go to
+base files); insert_overwrite replaces every file group of the touched
 partitions in a replacecommit. Each step is its own module in `coordinator/write/`;
 this one runs them in order inside one transaction.
 """
@@ -19,16 +21,17 @@ import pyarrow.compute as pc
 
 from coordinator.config import OPERATIONS, CoordinatorConfig
 from coordinator.protocol.transaction import Begun, Transaction, WriteOutcome
-from coordinator.write import file_groups, tagging
+from coordinator.write import file_groups, log_slices, tagging
 from coordinator.write.base_reads import BaseFileReads
 from coordinator.write.column_names import check_input_columns
 from coordinator.write.file_groups import FileWrite
+from coordinator.write.log_files import write_log
 from coordinator.write.new_files import BaseFileWriter, FileCounts, InsertFiles, InstantSink
 from coordinator.write.pool import IO_THREADS, LOCAL_IO_THREADS, each
 from coordinator.write.prefetch import prefetched
 from coordinator.write.rows import KEY, PARTITION, dedupe, key_typed, split_by, with_keys
 from coordinator.write.table_schema import existing_schema, target_schema
-from coordinator.write.tagging import TARGET
+from coordinator.write.tagging import NEW, TARGET
 from locks.base import LockProvider
 from timeline import table_schema
 from timeline.errors import BadInputError
@@ -37,7 +40,7 @@ from timeline.format.avro_schema import arrow_to_avro
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.file_names import PARTITION_METADATA, BaseFile, partition_metadata
 from timeline.format.fs_view import FileSystemView
-from timeline.format.instant import COMMIT, REPLACE_COMMIT
+from timeline.format.instant import COMMIT, DELTA_COMMIT, REPLACE_COMMIT
 from timeline.format.meta_fields import META_COLUMNS
 from timeline.format.schema_evolution import conform
 from timeline.io.read_once import reuse_reads
@@ -130,16 +133,26 @@ class LocalWriter:
         """New file groups, as few as the target file size allows, evenly filled."""
         return file_groups.split_new(partition, rows, self.options.max_file_size)
 
-    def tag(self, operation: str, rows: pa.Table, view: FileSystemView) -> tuple[dict[str, BaseFile], pa.Table]:
+    def tag(
+        self, operation: str, rows: pa.Table, view: FileSystemView, no_small: frozenset[str] = frozenset()
+    ) -> tuple[dict[str, BaseFile], pa.Table]:
         """Every record with the file group it goes to and the copies it deletes (`tagging.tag`)."""
-        return tagging.tag(
-            operation, rows, view, self.reads, self.coordinator, self.options.small_file_limit, self.io_threads
-        )
+        limit, threads = self.options.small_file_limit, self.io_threads
+        return tagging.tag(operation, rows, view, self.reads, self.coordinator, limit, threads, no_small)
 
     def plan_tagged(self, tagged: pa.Table, bases: dict[str, BaseFile], schema: pa.Schema | None) -> list[FileWrite]:
         """The files of tagged records: NEW ones start file groups, the rest rewrite their target group."""
         max_file_size = self.options.max_file_size
         return file_groups.plan_tagged(tagged, bases, schema, self.reads, self.config, max_file_size, self.io_threads)
+
+    def _takes_inserts(self, base: BaseFile, records: pa.Table, small: set[str]) -> bool:
+        """Whether a merge-on-read group's tagged records include new ones (only a small group without logs
+        is given any, `log_slices`): then its base file is rewritten, as Hudi's merge handle does; otherwise
+        its updates and deletes go to a log."""
+        if base.file_id not in small:
+            return False
+        stored = self.reads.keys_of(base, False)
+        return not pc.all(pc.is_in(records.column(KEY), value_set=stored.combine_chunks())).as_py()
 
     def _plan_new(self, operation: str, rows: pa.Table, view: FileSystemView) -> tuple[list[FileWrite], dict]:
         """insert_overwrite: new file groups for every partition it writes, replacing their groups."""
@@ -198,6 +211,8 @@ class LocalWriter:
         it is inflight (histories, progress).
         """
         operation, action = resolve_operation(operation)
+        if self.config.merge_on_read and action == COMMIT:
+            action = DELTA_COMMIT
         check_input_columns(data.schema)  # bad input before begin
         if isinstance(data, pa.RecordBatchReader) and operation not in STREAMED:
             data = data.read_all()
@@ -296,12 +311,20 @@ class LocalWriter:
         rows = self._prepare(data, operation, schema)
         if operation in ("upsert", "delete"):
             rows = self.dedupe(rows, self.record_identity())
-            bases, tagged = self.tag(operation, rows, view)
+            slices = log_slices.LogSlices(view) if self.config.merge_on_read else None
+            no_small = slices.extended if slices is not None else frozenset()
+            bases, tagged = self.tag(operation, rows, view, no_small)
             self.ensure_partitions(pc.unique(tagged.column(PARTITION)).to_pylist(), txn.time)  # one flush
             tasks = itertools.count()
             max_size = self.options.max_file_size
+            small = slices.small_targets(view, self.options.small_file_limit) if slices is not None else set()
 
             def write_group(group: tuple[str, pa.Table]) -> list[WriteStat]:
+                target, records = group
+                if slices is not None and target != NEW and not self._takes_inserts(bases[target], records, small):
+                    updates, deleted = log_slices.split_deletes(records)
+                    log = slices.target(bases[target])
+                    return [write_log(self, txn, log, updates, deleted, next(tasks), self.config.name)]
                 writes = file_groups.plan_group(*group, bases, schema, self.reads, self.config, max_size)
                 return [self.write_file(txn, write, next(tasks)) for write in writes]
 

@@ -10,6 +10,35 @@ from timeline.format import partition_path
 from timeline.format.instant import validate_timeline_time
 
 
+@dataclass(frozen=True)
+class DeltaWrite:
+    """What HoodieDeltaWriteStat adds for a log file: its version, where this commit's blocks start in it, the
+    slice's base file name ("" for a slice without one) and the slice's log names, this one last."""
+
+    log_version: int
+    log_offset: int
+    base_file: str
+    log_files: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {
+            "logVersion": self.log_version,
+            "logOffset": self.log_offset,
+            "baseFile": self.base_file,
+            "logFiles": list(self.log_files),
+            "recordsStats": {"val": None},
+        }
+
+    @staticmethod
+    def from_json(obj: dict) -> DeltaWrite | None:
+        if "logVersion" not in obj:
+            return None
+        logs = obj.get("logFiles") or []
+        return DeltaWrite(
+            int(obj["logVersion"]), int(obj.get("logOffset") or 0), obj.get("baseFile") or "", tuple(logs)
+        )
+
+
 @dataclass
 class WriteStat:
     """What one file write did; `path` is relative to the table base."""
@@ -29,6 +58,11 @@ class WriteStat:
     # Hudi's commit JSON: they reach the MDT in the same deltacommit as the file itself.
     column_stats: list[dict] | None = None
     bloom_filter: dict | None = None
+    delta: DeltaWrite | None = None  # set for a merge-on-read log file: HoodieDeltaWriteStat's fields
+
+    @property
+    def is_log(self) -> bool:
+        return self.delta is not None
 
     def to_json(self) -> dict:
         return {
@@ -54,6 +88,7 @@ class WriteStat:
             "fileSizeInBytes": self.file_size_in_bytes,
             "minEventTime": None,
             "maxEventTime": None,
+            **(self.delta.to_json() if self.delta is not None else {}),
         }
 
     def counts(self) -> dict[str, int]:
@@ -82,6 +117,7 @@ class WriteStat:
             total_write_bytes=int(obj.get("totalWriteBytes") or 0),
             file_size_in_bytes=int(obj.get("fileSizeInBytes") or 0),
             total_write_errors=int(obj.get("totalWriteErrors") or 0),
+            delta=DeltaWrite.from_json(obj),
         )
 
 

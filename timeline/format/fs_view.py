@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from timeline.errors import CorruptInstantError
 from timeline.format import partition_path
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.data_logs import DataLog, slice_logs
 from timeline.format.file_names import BaseFile, parse_base_file
 from timeline.format.partition_path import canonical_all
 from timeline.io.storage import FileEntry, Storage
@@ -82,9 +83,16 @@ def parse_listing(entries: Iterable[FileEntry]) -> list[BaseFile]:
 class FileSystemView:
     """What a snapshot (or an as-of snapshot) of the table consists of."""
 
-    def __init__(self, files: Iterable[BaseFile], timeline: ActiveTimeline, as_of: str | None = None) -> None:
+    def __init__(
+        self,
+        files: Iterable[BaseFile],
+        timeline: ActiveTimeline,
+        as_of: str | None = None,
+        logs: Iterable[DataLog] = (),
+    ) -> None:
         self.timeline = timeline
         self.as_of = as_of
+        self.logs = list(logs)  # a merge-on-read table's log files, as listed (their blocks say who wrote them)
         replaced = timeline.replaced_file_ids(as_of)
         self.committed = [
             f
@@ -97,6 +105,7 @@ class FileSystemView:
                 groups[(f.partition, f.file_id)].append(f)
         self.groups = {key: FileGroup(key[0], key[1], fs) for key, fs in groups.items()}
         self._latest: list[BaseFile] | None = None
+        self._slice_logs: dict[tuple[str, str], list[DataLog]] | None = None
 
     def partitions(self) -> list[str]:
         return sorted({p for p, _ in self.groups})
@@ -123,6 +132,13 @@ class FileSystemView:
             chosen = [f for f, kept in zip(self.committed, keep.tolist(), strict=True) if kept]
             self._latest = sorted(chosen, key=lambda f: (f.partition, f.file_id))
         return [f for f in self._latest if partition is None or f.partition == partition]
+
+    def slice_logs(self) -> dict[tuple[str, str], list[DataLog]]:
+        """The log files of each group's latest slice, in read order (`data_logs.slice_logs`)."""
+        if self._slice_logs is None:
+            replaced = self.timeline.replaced_file_ids(self.as_of)
+            self._slice_logs = slice_logs(self.latest_base_files(), self.logs, self.as_of, replaced)
+        return self._slice_logs
 
     def _newest_of_live_groups(self) -> list[BaseFile]:
         """`latest_mask`'s rule in Python, for a view of a few files (a partition lookup), where Arrow's fixed

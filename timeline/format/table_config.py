@@ -58,6 +58,15 @@ def keygen_for(record_key_fields: list[str], partition_fields: list[str]) -> str
     return COMPLEX_KEYGEN
 
 
+PAYLOAD_CLASS = "hoodie.compaction.payload.class"
+OVERWRITE_WITH_LATEST = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+MERGER_STRATEGY = "hoodie.compaction.record.merger.strategy"
+DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"  # HoodieRecordMerger.DEFAULT_MERGE_STRATEGY_UUID
+COPY_ON_WRITE = "COPY_ON_WRITE"
+MERGE_ON_READ = "MERGE_ON_READ"
+TABLE_TYPES = (COPY_ON_WRITE, MERGE_ON_READ)
+
+
 def _split_fields(text: str | None) -> list[str]:
     return [f.strip() for f in (text or "").split(",") if f.strip()]
 
@@ -73,8 +82,13 @@ class TableConfig:
     precombine_field: str | None = None
     database: str = "default"
     populate_meta_fields: bool = True
-    table_type: str = "COPY_ON_WRITE"
+    table_type: str = COPY_ON_WRITE
     raw: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def merge_on_read(self) -> bool:
+        """Whether updates and deletes go to log files of their file groups (hoodie.table.type)."""
+        return self.table_type == MERGE_ON_READ
 
     @property
     def metadata_enabled(self) -> bool:
@@ -128,6 +142,9 @@ class TableConfig:
         props["hoodie.datasource.write.hive_style_partitioning"] = "true" if self.hive_style else "false"
         props["hoodie.table.timeline.timezone"] = "UTC"
         props["hoodie.table.base.file.format"] = "PARQUET"
+        if self.merge_on_read:  # how readers merge log records: Java's log scanner loads this class
+            props[PAYLOAD_CLASS] = self.raw.get(PAYLOAD_CLASS) or OVERWRITE_WITH_LATEST
+            props[MERGER_STRATEGY] = self.raw.get(MERGER_STRATEGY) or DEFAULT_MERGER_STRATEGY
         for key, value in self.raw.items():
             props.setdefault(key, value)
         props.pop("hoodie.table.checksum", None)
@@ -145,9 +162,20 @@ class TableConfig:
         layout = props.get("hoodie.timeline.layout.version", SUPPORTED_LAYOUT)
         if layout != SUPPORTED_LAYOUT:
             raise UnsupportedTableError(f"{source}: timeline layout version {layout!r} is not supported")
-        table_type = props.get("hoodie.table.type", "COPY_ON_WRITE")
-        if table_type != "COPY_ON_WRITE":
-            raise UnsupportedTableError(f"{source}: table type {table_type} is not supported (COPY_ON_WRITE only)")
+        table_type = props.get("hoodie.table.type", COPY_ON_WRITE)
+        if table_type not in TABLE_TYPES:
+            raise UnsupportedTableError(
+                f"{source}: table type {table_type} is not supported ({', '.join(TABLE_TYPES)})"
+            )
+        if table_type == MERGE_ON_READ and props.get("hoodie.populate.meta.fields", "true") != "true":
+            raise UnsupportedTableError(
+                f"{source}: merge-on-read tables without meta fields are not supported (their log records are "
+                "merged by _hoodie_record_key)"
+            )
+        if table_type == MERGE_ON_READ and props.get(METADATA_FORMAT) == TANDEM_FORMAT:
+            raise UnsupportedTableError(
+                f"{source}: merge-on-read tables keep their metadata table in Hudi's format, not {TANDEM_FORMAT!r}"
+            )
         base_format = props.get("hoodie.table.base.file.format", "PARQUET").upper()
         if base_format != "PARQUET":
             raise UnsupportedTableError(f"{source}: base file format {base_format} is not supported (PARQUET only)")

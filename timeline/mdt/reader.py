@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from timeline.errors import CorruptInstantError
+from timeline.errors import CorruptInstantError, UnsupportedTableError
 from timeline.format import partition_path
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.file_names import BASE_FILE_PATTERN
@@ -250,6 +250,24 @@ class MetadataReader:
         kept = self._kept_instants({name for _, name, _ in rows})
         rows = [row for row in rows if row[1] in kept]
         METRICS.incr(LOOKUP_FILES, len(rows))
+        return rows
+
+    def listed_logs(self, partitions: list[str] | None = None) -> list[tuple[str, str, int]]:
+        """(partition, file, size) of the live log files of `partitions` (None: all) on Hudi's format.
+
+        Not filtered by the data timeline: a log's name carries no instant (its blocks do, and readers skip
+        the blocks of instants that did not complete), and a failed instant's log leaves the metadata table
+        when its rollback deletes it."""
+        if self.snapshot is None:
+            raise UnsupportedTableError("merge-on-read tables keep their metadata table in Hudi's format")
+        keys = None if partitions is None else [rec.partition_key(p) for p in partitions]
+        with METRICS.timed(SCAN):
+            records = self.snapshot.files_records(keys)
+        rows = []
+        for key, record in records.items():
+            if key != rec.ALL_PARTITIONS:
+                partition = rec.data_partition(key)
+                rows += [(partition, n, size) for n, size in rec.live_files(record).items() if n.startswith(".")]
         return rows
 
     def _kept_instants(self, names: set[str]) -> set[str]:

@@ -1,4 +1,4 @@
-"""Snapshot and as-of reads of a Copy-on-Write table into one Arrow table."""
+"""Snapshot and as-of reads of a table into one Arrow table (merge-on-read slices merged, `timeline.mor`)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from timeline.format.fs_view import FileSystemView
 from timeline.format.meta_fields import COMMIT_TIME, META_COLUMNS
 from timeline.format.schema_evolution import conform, union
 from timeline.io.storage import Storage
+from timeline.mor.slice_merge import LogMerge
 from timeline.table import Table
 
 if TYPE_CHECKING:
-    from timeline.query.scan import ScanPlan
+    from timeline.query.scan import ScanPlan, Split
 
 
 WHOLE_OBJECT_BYTES = 32 * 1024 * 1024  # on S3, a known-size file up to this is read by one GetObject
@@ -61,14 +62,18 @@ def _read_base_file(
     return pq.ParquetFile(pa.BufferReader(data)).read(columns=columns, use_threads=threads)
 
 
-def read_files(storage: Storage, files: Iterable[BaseFile], columns: list[str] | None = None) -> pa.Table:
+def read_files(
+    storage: Storage, files: Iterable[BaseFile | Split], columns: list[str] | None = None, merge: LogMerge | None = None
+) -> pa.Table:
     """Concatenate base files in the table's schema: the union of theirs, oldest first.
 
     Schema evolution widens a column without rewriting older files (an int column
-    that became a long keeps int files), so every file is cast to the union.
+    that became a long keeps int files), so every file is cast to the union. On a
+    merge-on-read table (`merge`) a file whose slice has logs is read whole and the
+    logs merged over it before the columns are chosen.
     """
     files = list(files)
-    tables = [read_base_file(storage, f.path, columns) for f in files]
+    tables = [_read_slice(storage, f, columns, merge) for f in files]
     oldest_first = sorted(range(len(files)), key=lambda i: (files[i].instant, files[i].path))
     if not any(t.num_columns for t in tables):
         return pa.table({})
@@ -80,6 +85,16 @@ def read_files(storage: Storage, files: Iterable[BaseFile], columns: list[str] |
     return pa.concat_tables(wide, promote_options="permissive")
 
 
+def _read_slice(
+    storage: Storage, file: BaseFile | Split, columns: list[str] | None, merge: LogMerge | None
+) -> pa.Table:
+    """The rows of one file slice: its base file's, with its logs merged over them when it has any."""
+    if merge is None or not merge.of(file.partition, file.file_id):
+        return read_base_file(storage, file.path, columns)
+    rows = merge.merged(storage, read_base_file(storage, file.path), file.partition, file.file_id)
+    return rows if columns is None else rows.select([c for c in columns if c in rows.column_names])
+
+
 def read_plan(plan: ScanPlan) -> pa.Table:
     """The rows of a planned scan: its splits, the incremental range, then its residual filter (by DuckDB).
 
@@ -87,7 +102,7 @@ def read_plan(plan: ScanPlan) -> pa.Table:
     every row read; DuckDB applies it so that SQL means what it means in SQL
     (NULLs, NaN, casts), not what a hand-written evaluator thinks it means.
     """
-    rows = read_files(plan.table.storage, plan.splits)
+    rows = read_files(plan.table.storage, plan.splits, merge=plan.merge)
     if not plan.splits and plan.schema is not None:  # every file pruned: no rows, but the table's columns
         rows = plan.schema.empty_table()
     if plan.since is not None and rows.num_rows:
@@ -120,6 +135,13 @@ def sql_filter(rows: pa.Table, where: str) -> pa.Table:
         connection.close()
 
 
+def log_merge(table: Table, view: FileSystemView) -> LogMerge | None:
+    """What merging the view's slices needs, on a merge-on-read table (None on copy-on-write)."""
+    if not table.config.merge_on_read:
+        return None
+    return LogMerge(view.slice_logs(), view.timeline, view.as_of, table.config.precombine_field)
+
+
 def read_view(table: Table, view: FileSystemView, partitions: list[str] | None = None) -> pa.Table:
     """Rows of the latest file slice of every file group (in the given partitions).
 
@@ -127,7 +149,7 @@ def read_view(table: Table, view: FileSystemView, partitions: list[str] | None =
     Spark-written files; like Hudi's readers, leave them out.
     """
     files = [f for f in view.latest_base_files() if partitions is None or f.partition in partitions]
-    rows = read_files(table.storage, files)
+    rows = read_files(table.storage, files, merge=log_merge(table, view))
     if not table.config.populate_meta_fields:
         rows = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names])
     return rows

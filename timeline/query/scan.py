@@ -26,6 +26,8 @@ import pyarrow.compute as pc
 from timeline import table_schema
 from timeline.errors import BadInputError, TandemError
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.data_logs import DataLog, parse_data_log, slice_logs
+from timeline.format.file_names import BaseFile
 from timeline.format.fs_view import FILES_SCHEMA, latest_files
 from timeline.format.instant import CLEAN, WRITE_ACTIONS, query_instant
 from timeline.index.column_stats import ColumnRange
@@ -35,6 +37,7 @@ from timeline.mdt.log import COLUMN_STATS
 from timeline.mdt.reader import MetadataReader
 from timeline.mdt.snapshot import MetadataSnapshot
 from timeline.mdt.table import MetadataTable
+from timeline.mor.slice_merge import LogMerge
 from timeline.query.partition_filter import PARTITION_COLUMN, partition_candidates, typed_fields
 from timeline.query.partition_pruning import prune_partitions
 from timeline.query.predicate import Expr, columns_of, parse_sql, resolve, to_sql
@@ -80,6 +83,7 @@ class ScanPlan:
     ranges: dict[tuple[str, str], dict[str, ColumnRange]] | None = None
     partition_types: dict[str, pa.DataType] = field(default_factory=dict)
     count_pruned: Callable[[], int] = lambda: 0
+    merge: LogMerge | None = None  # a merge-on-read table's slice logs, merged over their base files on read
 
     @functools.cached_property
     def residual(self) -> str | None:
@@ -194,12 +198,15 @@ def _plan(
     if len(kept) < len(everything):
         pruned = sorted(set(everything) - set(kept))
         count_pruned = functools.partial(_count_files, lister, pruned, found.timeline, since, until)
+    merge = lister.log_merge(files, kept if len(kept) < len(everything) else None)
     ranges, stats = _column_stats(table, found.mdt, found.timeline, expr, files, types, schema)
     pruned_by_stats = 0
     if ranges is not None and expr is not None:
+        logged = set(merge.logs) if merge is not None else set()  # a base's statistics say nothing of its logs
+        columns = ("partition", "file", "file_id")
         keep = [
-            ranges.get((p, n)) is None or may_match(expr, ranges[(p, n)], _types(schema))
-            for p, n in zip(files.column("partition").to_pylist(), files.column("file").to_pylist(), strict=True)
+            ranges.get((p, n)) is None or (p, i) in logged or may_match(expr, ranges[(p, n)], _types(schema))
+            for p, n, i in zip(*(files.column(c).to_pylist() for c in columns), strict=True)
         ]
         pruned_by_stats = keep.count(False)
         files = files.filter(pa.array(keep, pa.bool_()))
@@ -219,6 +226,7 @@ def _plan(
         ranges=ranges,
         partition_types=types,
         count_pruned=count_pruned,
+        merge=merge,
     )
 
 
@@ -231,6 +239,7 @@ class _Lister:
         self.end = end
         self.reader = MetadataReader(found.mdt, found.timeline) if found.mdt is not None else None
         self._storage_files: pa.Table | None = None
+        self._storage_logs: list[DataLog] = []
 
     def partitions(self) -> Sequence[str]:
         if self.reader is not None:
@@ -252,7 +261,27 @@ class _Lister:
         if self._storage_files is None:
             view = self.table.storage_view(self.end, self.found.timeline, self.found.fallback_reason)
             self._storage_files = view.latest_table()
+            self._storage_logs = view.logs
         return self._storage_files
+
+    def log_merge(self, files: pa.Table, partitions: list[str] | None) -> LogMerge | None:
+        """The logs of the latest slices of `files` (listed from `partitions`, None: all), on a merge-on-read
+        table; None on copy-on-write."""
+        config = self.table.config
+        if not config.merge_on_read:
+            return None
+        if self.reader is None:
+            self._from_storage()
+            logs = self._storage_logs
+        else:
+            logs = [g for p, n, size in self.reader.listed_logs(partitions) if (g := parse_data_log(p, n, size))]
+        latest = [
+            BaseFile(p, i, "", t)
+            for p, i, t in zip(*(files.column(c).to_pylist() for c in ("partition", "file_id", "instant")), strict=True)
+        ]
+        timeline = self.found.timeline
+        found = slice_logs(latest, logs, self.end, timeline.replaced_file_ids(self.end))
+        return LogMerge(found, timeline, self.end, config.precombine_field)
 
     def schema(self) -> pa.Schema | None:
         """The stored schema of the newest write's files (`table_schema.stored`); the newest listed file's

@@ -1,0 +1,157 @@
+"""The rows of a merge-on-read file slice: its base file with its logs merged over it, as Hudi 0.15's snapshot
+reader merges them with its default payload (OverwriteWithLatestAvroPayload; docs/hudi-mor-format.md §4-5).
+
+Blocks are read in log order. A data or delete block counts only if the instant in its header completed (or
+was archived) and is not after the read's `as_of`: a failed or running write's blocks are never seen, with or
+without a rollback block. A rollback command block drops every earlier block of its target instant. Then:
+- log against log: a later record replaces an earlier one unless the earlier one's ordering (precombine)
+  value is greater; after a delete the later record always wins;
+- a delete with the natural ordering (IntWrapper 0, what Tandem and Spark's delete operation write) always
+  deletes; one carrying a value keeps an earlier record whose ordering value is greater;
+- log against base: the log's record replaces the base row whatever the ordering; a deleted key is dropped,
+  and so is a record whose `_hoodie_is_deleted` is true.
+A committed log whose bytes are not whole (a damaged block, a size other than its commit recorded) is refused
+as unreadable, never read past.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from timeline.errors import BadInputError, UnreadableDataFileError
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.avro_schema import avro_to_arrow
+from timeline.format.data_logs import DataLog
+from timeline.format.meta_fields import RECORD_KEY
+from timeline.format.schema_evolution import conform, union
+from timeline.hudi_log import BlockType, HudiLogError, LogBlock, avro_records, deleted_records, read_intact
+from timeline.hudi_log.blocks import rollback_target
+from timeline.io.storage import Storage
+
+IS_DELETED = "_hoodie_is_deleted"
+NATURAL_ORDER = ("IntWrapper", 0)  # a delete that removes the key whatever it held
+
+
+@dataclass
+class _Latest:
+    """The newest state of one key in the logs: a record (None once deleted) and its ordering value."""
+
+    record: dict | None
+    ordering: Any
+    schema: str | None
+
+
+def _greater(older: Any, newer: Any) -> bool:
+    """Whether an older ordering value beats a newer one (only a strictly greater comparable value does)."""
+    if older is None or newer is None:
+        return False
+    try:
+        return bool(older > newer)
+    except TypeError:
+        return False
+
+
+def valid_blocks(
+    storage: Storage, logs: Sequence[DataLog], timeline: ActiveTimeline, as_of: str | None
+) -> list[LogBlock]:
+    """The data and delete blocks a snapshot (as of `as_of`) reads from a slice's logs, oldest first."""
+    queued: list[LogBlock] = []
+    for log in logs:
+        try:
+            blocks = read_intact(storage.read_bytes(log.path), log.size or None)
+        except HudiLogError as err:
+            raise UnreadableDataFileError(f"log file {log.path} could not be read ({err})") from err
+        for block in blocks:
+            instant = block.header.get("INSTANT_TIME", "")
+            if block.kind is BlockType.COMMAND_BLOCK:
+                try:
+                    target = rollback_target(block)
+                except (HudiLogError, ValueError) as err:
+                    raise UnreadableDataFileError(f"log file {log.path}: {err}") from err
+                queued = [b for b in queued if b.header.get("INSTANT_TIME") != target]
+            elif block.kind not in (BlockType.AVRO_DATA_BLOCK, BlockType.DELETE_BLOCK):
+                raise UnreadableDataFileError(
+                    f"log file {log.path} holds a {block.kind.name}; data tables are read from Avro data and "
+                    "delete blocks"
+                )
+            elif timeline.is_completed_or_archived(instant) and (as_of is None or instant <= as_of):
+                queued.append(block)
+    return queued
+
+
+def merged_log_records(blocks: Iterable[LogBlock], precombine: str | None) -> dict[str, _Latest]:
+    """Each key's newest state after the blocks, by the log-against-log rules above."""
+    latest: dict[str, _Latest] = {}
+    for block in blocks:
+        try:
+            if block.kind is BlockType.DELETE_BLOCK:
+                for deleted in deleted_records(block):
+                    key, ordering = deleted.record_key or "", deleted.ordering
+                    value = None if ordering is None else ordering[1]
+                    older = latest.get(key)
+                    natural = ordering is None or tuple(ordering) == NATURAL_ORDER
+                    if older is None or older.record is None or natural or not _greater(older.ordering, value):
+                        latest[key] = _Latest(None, value, None)
+                continue
+            schema = block.header["SCHEMA"]
+            for record in avro_records(block):
+                key = record.get(RECORD_KEY) or ""
+                ordering = record.get(precombine) if precombine else None
+                older = latest.get(key)
+                if older is None or older.record is None or not _greater(older.ordering, ordering):
+                    latest[key] = _Latest(record, ordering, schema)
+        except HudiLogError as err:
+            raise UnreadableDataFileError(f"a log block at offset {block.offset} could not be read ({err})") from err
+    return latest
+
+
+def merge_slice(base: pa.Table, latest: dict[str, _Latest], schema: pa.Schema | None = None) -> pa.Table:
+    """The base rows with the logs' newest records over them: replaced and deleted keys out, the log
+    records (updates, then inserts) after the untouched base rows, all in `schema` (else the union)."""
+    if not latest:
+        return base if schema is None else conform(base, schema, exact=False)
+    touched = pa.array(list(latest), pa.string())
+    keep = pc.invert(pc.is_in(base.column(RECORD_KEY), value_set=touched)) if base.num_rows else None
+    untouched = base.filter(keep) if keep is not None else base
+    by_schema: dict[str, list[dict]] = {}
+    for state in latest.values():
+        if state.record is not None and not state.record.get(IS_DELETED):
+            by_schema.setdefault(state.schema or "", []).append(state.record)
+    parts = [untouched]
+    for text, records in by_schema.items():
+        log_schema = avro_to_arrow(text, "a log block's schema")
+        parts.append(pa.Table.from_pylist(records, schema=log_schema))
+    try:
+        target = schema if schema is not None else union(p.schema for p in parts)
+    except BadInputError as err:
+        raise BadInputError(f"a file slice's base and logs disagree on a column's type: {err}") from err
+    wide = [conform(p, target, exact=False).select(target.names) for p in parts]
+    return pa.concat_tables(wide, promote_options="permissive")
+
+
+@dataclass(frozen=True)
+class LogMerge:
+    """What reading a merge-on-read table's latest slices needs besides their base files: each group's logs
+    (`FileSystemView.slice_logs`), the timeline that says which blocks count, the read's `as_of`, and the
+    precombine field that orders one log record against another."""
+
+    logs: dict[tuple[str, str], list[DataLog]]
+    timeline: ActiveTimeline
+    as_of: str | None
+    precombine: str | None
+
+    def of(self, partition: str, file_id: str) -> list[DataLog]:
+        return self.logs.get((partition, file_id), [])
+
+    def merged(self, storage: Storage, base: pa.Table, partition: str, file_id: str) -> pa.Table:
+        """A slice's rows: `base` (its base file's rows) with its logs merged over them."""
+        logs = self.of(partition, file_id)
+        if not logs:
+            return base
+        blocks = valid_blocks(storage, logs, self.timeline, self.as_of)
+        return merge_slice(base, merged_log_records(blocks, self.precombine))
