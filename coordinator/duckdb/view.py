@@ -109,12 +109,14 @@ def select_sql(connection: duckdb_module.DuckDBPyConnection, plan: ScanPlan) -> 
 
 
 def _files_source(connection: duckdb_module.DuckDBPyConnection, plan: ScanPlan) -> str:
-    """`read_parquet` of the files (local), or an Arrow table read by pyarrow (object stores)."""
+    """`read_parquet` of the files (local), or an Arrow table read by pyarrow (object stores, and merge-on-read
+    slices with logs, merged as they are read)."""
     storage = plan.table.storage
-    if not storage.is_s3:
+    merged = plan.merge is not None and bool(plan.merge.logs)  # slices with logs: merged by Tandem's reader
+    if not storage.is_s3 and not merged:
         files = ", ".join("'" + storage.full(s.path).replace("'", "''") + "'" for s in plan.splits)
         return f"read_parquet([{files}], union_by_name = true, hive_partitioning = false)"
-    rows = read_files(storage, plan.splits)
+    rows = read_files(storage, plan.splits, merge=plan.merge)
     hidden = f"_tandem_files_{id(plan):x}"
     connection.register(hidden, rows)
     return quote(hidden)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any
@@ -53,6 +54,7 @@ from timeline.format.instant import query_instant
 from timeline.format.meta_fields import COMMIT_TIME
 from timeline.format.schema_evolution import conform
 from timeline.io.storage import Storage
+from timeline.mor.slice_merge import LogMerge
 from timeline.query import predicate as P
 from timeline.query.reader import read_base_file
 from timeline.query.scan import ScanPlan, Split, plan_scan
@@ -164,17 +166,32 @@ class TandemReader(DataSourceReader):
         plan = self.plan()
         self.explained = plan.explain()
         groups = group_splits(plan.splits, self.parallelism * 2)
-        return [InputPartition([s.path for s in group]) for group in groups] or [InputPartition([])]
+        parts = [
+            InputPartition(([(s.path, s.partition, s.file_id) for s in group], _task_merge(plan.merge, group)))
+            for group in groups
+        ]
+        return parts or [InputPartition(([], None))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         storage = Storage(self.uri)
         target = to_arrow_schema(self.schema, timezone="UTC")
-        for path in partition.value:
+        files, merge = partition.value
+        for path, part, file_id in files:
             rows = read_base_file(storage, path)
+            if merge is not None:
+                rows = merge.merged(storage, rows, part, file_id)
             if self.since is not None:
                 rows = rows.filter(_in_range(rows.column(COMMIT_TIME), self.since, self.until))
             if rows.num_rows:
                 yield from conform(rows, target, exact=False).select(target.names).to_batches()
+
+
+def _task_merge(merge: LogMerge | None, splits: list[Split]) -> LogMerge | None:
+    """What one read task needs to merge its merge-on-read slices: only their logs (None: nothing to merge)."""
+    if merge is None:
+        return None
+    logs = {(s.partition, s.file_id): found for s in splits if (found := merge.logs_of(s.partition, s.file_id))}
+    return replace(merge, logs=logs) if logs else None
 
 
 def translate(item: Filter) -> P.Expr | None:

@@ -24,6 +24,7 @@ from pyspark.sql.types import StructType
 from timeline.errors import BadInputError
 from timeline.format.meta_fields import COMMIT_TIME, META_COLUMNS
 from timeline.io.storage import Storage
+from timeline.mor.slice_merge import LogMerge
 from timeline.query.predicate import Expr, parse_sql
 from timeline.query.reader import read_base_file
 from timeline.query.scan import ScanPlan, Split, plan_scan
@@ -61,7 +62,7 @@ def scan(
     """`read_table`, and the plan it read (files considered and pruned)."""
     table = Table.open(path)
     plan = plan_scan(table, spark_filter(where), as_of=as_of, since=since, until=until)
-    df = _read_files(spark, table, plan.splits, plan.schema)
+    df = _read_files(spark, table, plan.splits, plan.schema, plan.merge)
     if since is not None:
         df = df.filter(F.col(COMMIT_TIME) > since)
         if until is not None:
@@ -94,26 +95,36 @@ def _filtered(df: DataFrame, where: str) -> DataFrame:
         raise BadInputError(f"--where {where!r}: {str(err).splitlines()[0]}") from err
 
 
-def _read_files(spark: SparkSession, table: Table, files: list[Split], schema: pa.Schema | None) -> DataFrame:
+def _read_files(
+    spark: SparkSession, table: Table, files: list[Split], schema: pa.Schema | None, merge: LogMerge | None
+) -> DataFrame:
     if schema is None:
         return spark.createDataFrame([], StructType([]))
     spark_schema = from_arrow_schema(schema)
     if not files:
         return spark.createDataFrame([], spark_schema)
-    if not table.storage.is_s3:
+    merged = merge is not None and bool(merge.logs)  # slices with logs: merged on the executors
+    if not table.storage.is_s3 and not merged:
         full = [f"file://{table.storage.full(f.path)}" for f in files]
         return spark.read.schema(spark_schema).option("mergeSchema", "true").parquet(*full)
-    listing = spark.createDataFrame([(f.path,) for f in files], "path string")
+    rows = [(f.path, f.partition, f.file_id) for f in files]
+    listing = spark.createDataFrame(rows, "path string, partition string, file_id string")
     slices = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
-    return listing.repartition(slices).mapInArrow(partial(read_task, table.uri, schema), spark_schema)
+    task = partial(read_task, table.uri, schema, merge if merged else None)
+    return listing.repartition(slices).mapInArrow(task, spark_schema)
 
 
-def read_task(base_uri: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Executor side of an S3 read: each file through pyarrow, widened to the table's schema."""
+def read_task(
+    base_uri: str, schema: pa.Schema, merge: LogMerge | None, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Executor side of a read through pyarrow (object stores, merge-on-read slices with logs): each file
+    slice read (its logs merged over it), widened to the table's schema."""
     storage = Storage(base_uri)
     for batch in batches:
-        for path in batch.column(0).to_pylist():
+        for path, partition, file_id in zip(*(c.to_pylist() for c in batch.columns), strict=True):
             rows = read_base_file(storage, path)
+            if merge is not None:
+                rows = merge.merged(storage, rows, partition, file_id)
             columns = [
                 rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
                 for f in schema

@@ -46,7 +46,7 @@ from coordinator.write.tagging import DELETE, NEW, TARGET
 from coordinator.write.writer import LocalWriter, WriteOptions, WriteResult, resolve_operation
 from locks.base import LockProvider
 from timeline.crash_points import crash_point
-from timeline.errors import BadInputError
+from timeline.errors import BadInputError, UnsupportedTableError
 from timeline.format import keys, partition_path
 from timeline.format.avro_schema import arrow_to_avro
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
@@ -122,6 +122,11 @@ class SparkWriter:
         `on_begin` hears the instant time as soon as it is inflight.
         """
         operation, action = resolve_operation(operation)
+        if self.table.config.merge_on_read:
+            raise UnsupportedTableError(
+                f"{self.table.uri} is a merge-on-read table: Spark writes to it are not supported yet; write with "
+                "the local writer (`tandem write`, `tandem.write` with a pyarrow table)"
+            )
         df = df.drop(*[c for c in df.columns if c in META_COLUMNS])
         check_input_columns(arrow_schema(df.schema))  # bad input before begin
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:

@@ -37,6 +37,32 @@ IS_DELETED = "_hoodie_is_deleted"
 NATURAL_ORDER = ("IntWrapper", 0)  # a delete that removes the key whatever it held
 
 
+@dataclass(frozen=True)
+class VisibleInstants:
+    """Which block instants a read counts, frozen when it is planned (and shipped to Spark executors as is):
+    completed ones, and ones older than the active timeline (archived) that no rollback undid, none after
+    `as_of`. `ActiveTimeline.is_completed_or_archived`'s rule on a snapshot of it."""
+
+    completed: frozenset[str]
+    earliest_active: str | None  # None: nothing counts as archived (no archive, or no active timeline)
+    undone: frozenset[str]
+    as_of: str | None
+
+    @staticmethod
+    def of(timeline: ActiveTimeline, as_of: str | None) -> VisibleInstants:
+        archived = bool(timeline.instants) and bool(timeline.archived_files)
+        earliest = timeline.earliest_write_time() if archived else None
+        undone = timeline.undone_times() if archived else frozenset()
+        return VisibleInstants(timeline.completed_times(), earliest, undone, as_of)
+
+    def __contains__(self, instant: str) -> bool:
+        if self.as_of is not None and instant > self.as_of:
+            return False
+        if instant in self.completed:
+            return True
+        return self.earliest_active is not None and instant < self.earliest_active and instant not in self.undone
+
+
 @dataclass
 class _Latest:
     """The newest state of one key in the logs: a record (None once deleted) and its ordering value."""
@@ -56,10 +82,8 @@ def _greater(older: Any, newer: Any) -> bool:
         return False
 
 
-def valid_blocks(
-    storage: Storage, logs: Sequence[DataLog], timeline: ActiveTimeline, as_of: str | None
-) -> list[LogBlock]:
-    """The data and delete blocks a snapshot (as of `as_of`) reads from a slice's logs, oldest first."""
+def valid_blocks(storage: Storage, logs: Sequence[DataLog], visible: VisibleInstants) -> list[LogBlock]:
+    """The data and delete blocks a snapshot reads from a slice's logs, oldest first."""
     queued: list[LogBlock] = []
     for log in logs:
         try:
@@ -79,7 +103,7 @@ def valid_blocks(
                     f"log file {log.path} holds a {block.kind.name}; data tables are read from Avro data and "
                     "delete blocks"
                 )
-            elif timeline.is_completed_or_archived(instant) and (as_of is None or instant <= as_of):
+            elif instant in visible:
                 queued.append(block)
     return queued
 
@@ -137,21 +161,26 @@ def merge_slice(base: pa.Table, latest: dict[str, _Latest], schema: pa.Schema | 
 @dataclass(frozen=True)
 class LogMerge:
     """What reading a merge-on-read table's latest slices needs besides their base files: each group's logs
-    (`FileSystemView.slice_logs`), the timeline that says which blocks count, the read's `as_of`, and the
-    precombine field that orders one log record against another."""
+    (`FileSystemView.slice_logs`), the instants whose blocks count, and the precombine field that orders one
+    log record against another. Plain data: a Spark executor merges with the driver's plan."""
 
     logs: dict[tuple[str, str], list[DataLog]]
-    timeline: ActiveTimeline
-    as_of: str | None
+    visible: VisibleInstants
     precombine: str | None
 
-    def of(self, partition: str, file_id: str) -> list[DataLog]:
+    @staticmethod
+    def of(
+        logs: dict[tuple[str, str], list[DataLog]], timeline: ActiveTimeline, as_of: str | None, precombine: str | None
+    ) -> LogMerge:
+        return LogMerge(logs, VisibleInstants.of(timeline, as_of), precombine)
+
+    def logs_of(self, partition: str, file_id: str) -> list[DataLog]:
         return self.logs.get((partition, file_id), [])
 
     def merged(self, storage: Storage, base: pa.Table, partition: str, file_id: str) -> pa.Table:
         """A slice's rows: `base` (its base file's rows) with its logs merged over them."""
-        logs = self.of(partition, file_id)
+        logs = self.logs_of(partition, file_id)
         if not logs:
             return base
-        blocks = valid_blocks(storage, logs, self.timeline, self.as_of)
+        blocks = valid_blocks(storage, logs, self.visible)
         return merge_slice(base, merged_log_records(blocks, self.precombine))

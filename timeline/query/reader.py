@@ -89,7 +89,7 @@ def _read_slice(
     storage: Storage, file: BaseFile | Split, columns: list[str] | None, merge: LogMerge | None
 ) -> pa.Table:
     """The rows of one file slice: its base file's, with its logs merged over them when it has any."""
-    if merge is None or not merge.of(file.partition, file.file_id):
+    if merge is None or not merge.logs_of(file.partition, file.file_id):
         return read_base_file(storage, file.path, columns)
     rows = merge.merged(storage, read_base_file(storage, file.path), file.partition, file.file_id)
     return rows if columns is None else rows.select([c for c in columns if c in rows.column_names])
@@ -139,7 +139,7 @@ def log_merge(table: Table, view: FileSystemView) -> LogMerge | None:
     """What merging the view's slices needs, on a merge-on-read table (None on copy-on-write)."""
     if not table.config.merge_on_read:
         return None
-    return LogMerge(view.slice_logs(), view.timeline, view.as_of, table.config.precombine_field)
+    return LogMerge.of(view.slice_logs(), view.timeline, view.as_of, table.config.precombine_field)
 
 
 def read_view(table: Table, view: FileSystemView, partitions: list[str] | None = None) -> pa.Table:

@@ -281,7 +281,7 @@ class _Lister:
         ]
         timeline = self.found.timeline
         found = slice_logs(latest, logs, self.end, timeline.replaced_file_ids(self.end))
-        return LogMerge(found, timeline, self.end, config.precombine_field)
+        return LogMerge.of(found, timeline, self.end, config.precombine_field)
 
     def schema(self) -> pa.Schema | None:
         """The stored schema of the newest write's files (`table_schema.stored`); the newest listed file's
