@@ -29,6 +29,9 @@ class CoordinatorConfig:
     heartbeat_interval_ms: int = 60_000
     heartbeat_tolerable_misses: int = 2
     max_delta_commits: int = 10
+    # Hudi's hoodie.compact.inline.max.delta.commits: delta commits of a merge-on-read table after which its
+    # next compaction is scheduled (NUM_COMMITS)
+    compaction_delta_commits: int = 5
     clean_policy: str = "KEEP_LATEST_COMMITS"
     commits_retained: int = 10
     file_versions_retained: int = 1
@@ -58,7 +61,12 @@ class CoordinatorConfig:
             raise BadInputError(f"hoodie.index.type={self.index_type!r} (one of {', '.join(INDEX_TYPES)})")
         if self.heartbeat_interval_ms <= 0 or self.heartbeat_tolerable_misses < 1:
             raise BadInputError("heartbeat interval must be positive and tolerable misses at least 1")
-        if self.max_delta_commits < 1 or self.commits_retained < 1 or self.file_versions_retained < 1:
+        if (
+            self.max_delta_commits < 1
+            or self.compaction_delta_commits < 1
+            or self.commits_retained < 1
+            or self.file_versions_retained < 1
+        ):
             raise BadInputError("max delta commits and retention counts must be at least 1")
         if not 1 <= self.archive_min_commits < self.archive_max_commits:
             raise BadInputError("archival needs 1 <= hoodie.keep.min.commits < hoodie.keep.max.commits")
@@ -113,6 +121,7 @@ HUDI_KEYS = {
     "hoodie.client.heartbeat.interval_in_ms": "heartbeat_interval_ms",
     "hoodie.client.heartbeat.tolerable.misses": "heartbeat_tolerable_misses",
     "hoodie.metadata.compact.max.delta.commits": "max_delta_commits",
+    "hoodie.compact.inline.max.delta.commits": "compaction_delta_commits",
     "hoodie.cleaner.policy": "clean_policy",
     "hoodie.cleaner.commits.retained": "commits_retained",
     "hoodie.cleaner.fileversions.retained": "file_versions_retained",

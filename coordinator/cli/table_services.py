@@ -70,12 +70,18 @@ def _clean_config(config: CoordinatorConfig, policy: str | None, retained: int |
 @click.argument("path")
 @coordinator_options
 def compact(path: str, lock_uri: str | None, settings: tuple):
-    """Run pending metadata compactions, and schedule and run one now if any logs exist."""
+    """Compact now: a merge-on-read table's file slices with logs, then the metadata table (pending compactions
+    are retried first)."""
     from coordinator.services.steps import compact as run_compaction
 
     report = run_locked(path, coordinator_config(lock_uri, settings), partial(run_compaction, force=True))
+    if report.data_compacted:
+        click.echo(f"completed compaction(s) of the data table: {', '.join(report.data_compacted)}")
     done = report.compacted
-    click.echo(f"completed metadata compaction(s): {', '.join(done)}" if done else "nothing to compact")
+    if done:
+        click.echo(f"completed metadata compaction(s): {', '.join(done)}")
+    if not done and not report.data_compacted:
+        click.echo("nothing to compact")
 
 
 @click.command()

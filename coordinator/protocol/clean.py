@@ -25,6 +25,7 @@ from timeline.errors import BadInputError
 from timeline.format import action_metadata, avro_metadata
 from timeline.format.action_metadata import KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.data_logs import DataLog
 from timeline.format.file_names import BaseFile, group_by_partition
 from timeline.format.fs_view import FileSystemView
 from timeline.format.instant import CLEAN, Instant, State
@@ -51,19 +52,25 @@ def plan_files(view: FileSystemView, timeline: ActiveTimeline, policy: str, reta
     groups: dict[tuple[str, str], list[BaseFile]] = defaultdict(list)
     for f in view.all_base_files_including_replaced():
         groups[(f.partition, f.file_id)].append(f)
+    logs: dict[tuple[str, str], list[DataLog]] = defaultdict(list)
+    for log in view.logs:
+        logs[(log.partition, log.file_id)].append(log)
     doomed: list[str] = []
     for key, files in groups.items():
         files.sort(key=lambda f: f.instant, reverse=True)
         if key in replaced:
             replacer = replaced[key]
             if policy == KEEP_LATEST_FILE_VERSIONS or (earliest and replacer < earliest):
-                doomed += [f.path for f in files]
+                doomed += [f.path for f in files] + [log.path for log in logs[key]]
             continue
         if policy == KEEP_LATEST_FILE_VERSIONS:
-            doomed += [f.path for f in files[retained:]]
+            gone = files[retained:]
         elif earliest:
-            older = [f for f in files if f.instant < earliest]
-            doomed += [f.path for f in older[1:]]
+            gone = [f for f in files if f.instant < earliest][1:]
+        else:
+            gone = []
+        slices = {f.instant for f in gone}  # a merge-on-read slice goes with its base file: its logs too
+        doomed += [f.path for f in gone] + [log.path for log in logs[key] if log.base_instant in slices]
     return sorted(doomed), earliest
 
 

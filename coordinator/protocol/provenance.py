@@ -6,10 +6,14 @@ these checks, on a timeline read at the moment of deletion, decide:
 - undoing instant T deletes a file only when the file's own name carries T and T
   is neither completed nor archived (no completed instant can reference a file
   named for an instant that never completed: every write names its files for
-  itself);
+  itself); a merge-on-read log file, whose name carries its slice's instant,
+  only when every block in it is whole and names T in its header (Tandem
+  writes a log whole, one per instant, never appended to);
 - a clean deletes a file only when its instant is completed and a newer completed
   version of its file group (or a completed replace of the group) supersedes it,
-  within the plan's retention.
+  within the plan's retention; a log file when a completed base file newer than
+  its slice's supersedes the slice (no write extends a superseded slice: one that
+  tried conflicts with the compaction that superseded it).
 Whatever a plan proposes beyond that is refused, reported as a warning naming the
 files, and left where it is.
 """
@@ -21,8 +25,11 @@ from collections.abc import Iterable
 
 from timeline.errors import BadInputError, RefusedDeleteWarning
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.data_logs import DataLog, parse_data_log
 from timeline.format.file_names import BaseFile, parse_base_file, split_path
 from timeline.format.fs_view import FileSystemView
+from timeline.hudi_log import read_blocks
+from timeline.io.storage import Storage
 
 SHOWN = 3  # refused paths named in one warning line
 
@@ -47,13 +54,37 @@ def is_committed(timeline: ActiveTimeline, time: str) -> bool:
     return time in timeline.completed_times() or timeline.archived_completed(time)
 
 
+def _data_log(path: str) -> DataLog | None:
+    try:
+        return parse_data_log(*split_path(path))
+    except BadInputError:
+        return None
+
+
+def _log_written_by(storage: Storage, path: str, time: str) -> bool:
+    """Whether the log file at `path` holds blocks of instant `time` only, every one whole (absent: no)."""
+    try:
+        blocks = read_blocks(storage.read_bytes(path))
+    except FileNotFoundError:
+        return False
+    return bool(blocks) and all(not b.corrupt and b.header.get("INSTANT_TIME") == time for b in blocks)
+
+
+def written_by(storage: Storage, path: str, time: str) -> bool:
+    """Whether `path` is a data file instant `time` wrote: a base file named for it, or a log of its blocks."""
+    base = _base_file(path)
+    if base is not None:
+        return base.instant == time
+    return _data_log(path) is not None and _log_written_by(storage, path, time)
+
+
 def undoable(timeline: ActiveTimeline, time: str, paths: Iterable[str]) -> list[str]:
     """The paths that undoing instant `time` may delete; `timeline` must be read after `time` was decided."""
     paths = sorted(set(paths))
     if timeline.is_completed_or_archived(time):
         refuse(paths, f"instant {time} is completed or archived")
         return []
-    mine = [p for p in paths if (f := _base_file(p)) is not None and f.instant == time]
+    mine = [p for p in paths if written_by(timeline.storage, p, time)]
     refuse(sorted(set(paths) - set(mine)), f"not written by instant {time}")
     return mine
 
@@ -76,11 +107,16 @@ def cleanable(
     refused: list[str] = []
     for path in sorted(set(paths)):
         f = _base_file(path)
-        ok = f is not None and timeline.is_completed_or_archived(f.instant)
+        log = _data_log(path) if f is None else None
+        if f is not None:  # a base file of a completed write, superseded
+            ok, group, instant = timeline.is_completed_or_archived(f.instant), (f.partition, f.file_id), f.instant
+        elif log is not None:  # a log of a superseded slice, whoever wrote it
+            ok, group, instant = True, (log.partition, log.file_id), log.base_instant
+        else:
+            ok = False
         if ok:
-            group = (f.partition, f.file_id)
             by_replace = group in replaced and replaced[group] < horizon
-            by_version = any(f.instant < t < horizon for t in newest.get(group, ()))
+            by_version = any(instant < t < horizon for t in newest.get(group, ()))
             ok = by_replace or by_version
         (allowed if ok else refused).append(path)
     refuse(refused, "the clean plan names files no newer completed version supersedes")

@@ -26,8 +26,9 @@ from timeline.crash_points import crash_point, register
 from timeline.errors import TandemError
 from timeline.format import action_metadata, avro_metadata, outcome
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.data_logs import parse_log_listing
 from timeline.format.file_names import group_by_partition
-from timeline.format.fs_view import list_base_files
+from timeline.format.fs_view import list_table_files, parse_listing
 from timeline.format.instant import ROLLBACK, Instant, State
 from timeline.format.table_config import read_config
 from timeline.mdt import indexes as mdt_indexes
@@ -48,7 +49,11 @@ def files_of(table: Table, time: str) -> list[str]:
     marked = markers.marked_files(table.storage, time)
     if marked:
         return marked
-    return sorted(f.path for f in list_base_files(table.storage) if f.instant == time)
+    listed = list_table_files(table.storage)
+    found = [f.path for f in parse_listing(listed) if f.instant == time]
+    if table.config.merge_on_read:  # a log's name carries no instant: `provenance.undoable` reads its blocks
+        found += [log.path for log in parse_log_listing(listed)]
+    return sorted(found)
 
 
 def roll_forward(table: Table, target: Instant, decided: outcome.Outcome) -> None:

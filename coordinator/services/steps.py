@@ -1,7 +1,8 @@
 """Table services run as their own steps (CLI verbs and workers), each taking the lock itself.
 
 MDT compaction follows DESIGN §5: schedule under the lock, merge outside it,
-publish and complete under it. A clean plans and completes under the lock and
+publish and complete under it; a merge-on-read data table's compaction takes the
+same three steps first (`data_compaction`). A clean plans and completes under the lock and
 deletes outside it. Recovery and archival run wholly under the lock.
 """
 
@@ -17,6 +18,7 @@ from coordinator.protocol.archival import ArchivalReport, archive
 from coordinator.protocol.heartbeat import Heartbeat
 from coordinator.protocol.locking import held, table_lock
 from coordinator.protocol.recovery import RecoveryReport, recover, roll_back_orphans
+from coordinator.services import data_compaction
 from locks.base import LockProvider
 from timeline.errors import BadInputError
 from timeline.mdt import layout
@@ -29,10 +31,35 @@ class CompactionReport:
     compacted: list[str] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)  # planned logs hold an instant not decided yet
     cleaned_files: int = 0
+    data_compacted: list[str] = field(default_factory=list)  # compactions of a merge-on-read data table
 
 
 def compact(table: Table, config: CoordinatorConfig, lock: LockProvider, force: bool = False) -> CompactionReport:
-    """Retry pending MDT compactions and schedule one when due (or whenever logs exist, if `force`)."""
+    """Compact a merge-on-read data table (`compact_data`), then its MDT: retry pending MDT compactions and
+    schedule one when due (or whenever logs exist, if `force`)."""
+    data_compacted = compact_data(table, config, lock, force) if table.config.merge_on_read else []
+    report = _compact_metadata(table, config, lock, force)
+    report.data_compacted = data_compacted
+    return report
+
+
+def compact_data(table: Table, config: CoordinatorConfig, lock: LockProvider, force: bool = False) -> list[str]:
+    """Retry the data table's pending compactions and schedule one when due (or whenever a slice has logs, if
+    `force`): planned and completed under the lock, base files written outside it. Returns those completed."""
+    with held(lock):
+        roll_back_orphans(table, config)  # a failed write's pending instant would keep any compaction off
+        data_compaction.schedule(table, config.compaction_delta_commits, force)
+        pending = data_compaction.pending(table)
+    done = []
+    for time in pending:
+        staged = data_compaction.execute(table, time)
+        with held(lock, time):
+            if data_compaction.complete(table, staged, config.max_delta_commits):
+                done.append(time)
+    return done
+
+
+def _compact_metadata(table: Table, config: CoordinatorConfig, lock: LockProvider, force: bool) -> CompactionReport:
     mdt = table.metadata()
     if not mdt.exists():
         raise BadInputError(f"{table.uri} has no metadata table (`tandem metadata create` builds one)")

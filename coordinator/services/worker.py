@@ -41,9 +41,12 @@ def _clean_once(table: Table, config: CoordinatorConfig, lock: LockProvider) -> 
 
 def _compact_once(table: Table, config: CoordinatorConfig, lock: LockProvider) -> str:
     report = compact(table, config, lock)
-    if not report.compacted:
-        return "nothing to compact"
-    return f"compacted {', '.join(report.compacted)}, removed {report.cleaned_files} old metadata file(s)"
+    done = []
+    if report.data_compacted:
+        done.append(f"compacted data {', '.join(report.data_compacted)}")
+    if report.compacted:
+        done.append(f"compacted {', '.join(report.compacted)}, removed {report.cleaned_files} old metadata file(s)")
+    return "; ".join(done) or "nothing to compact"
 
 
 @contextmanager

@@ -1,0 +1,224 @@
+"""Compaction of a merge-on-read data table: each file slice with logs merged into a new base file, as Hudi's
+compactor does (docs/hudi-mor-format.md §6), in three steps:
+
+- Schedule (under the lock), Hudi's NUM_COMMITS strategy: when `max_delta_commits` delta commits completed
+  since the last compaction (or when forced), compaction C plans every latest slice that has logs and no
+  pending compaction (`C.compaction.requested`, a HoodieCompactionPlan). Never while a write instant is
+  pending (Hudi's rule): a write that began before C and extended a planned slice would land its log in a
+  slice C supersedes. A write that begins after C sees the plan and writes its logs to the slice C starts.
+- Execute (outside the lock when a worker runs it): `C.compaction.inflight`, then each planned slice's base
+  with the blocks of its planned logs that completed before C merged over it (`timeline.mor.slice_merge`),
+  written as `{fileId}_0-0-0_C.parquet` by create-if-absent: the rows are a function of the plan and of
+  decided instants, so any attempt's file is the file, and a retry or a second worker adds nothing.
+  Readers never read a base file of a pending compaction.
+- Complete (under the lock): MDT deltacommit C naming the new base files, then `C.commit` (compacted, COMPACT)
+  with each file's stored size. A crashed compaction is retried with the same instant by the next run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from coordinator.mdt import deltacommit
+from coordinator.mdt.maintenance import housekeeping
+from coordinator.write.parquet_files import open_parquet
+from timeline.crash_points import crash_point, register
+from timeline.errors import CorruptInstantError, TandemError
+from timeline.format import avro_metadata
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.avro_metadata import CompactionOperation
+from timeline.format.commit_metadata import CommitMetadata, WriteStat
+from timeline.format.data_logs import DataLog, parse_data_log
+from timeline.format.file_names import base_file_name, parse_base_file
+from timeline.format.instant import COMPACTION, DELTA_COMMIT, WRITE_ACTIONS, Instant, State
+from timeline.format.meta_fields import FILE_NAME, META_COLUMNS
+from timeline.mdt import indexes as mdt_indexes
+from timeline.mdt import records as mdt_records
+from timeline.mdt.reader import MetadataReader
+from timeline.mor.pending import pending_compactions
+from timeline.mor.slice_merge import LogMerge
+from timeline.query.reader import read_base_file
+from timeline.table import Table
+
+PLANNED = register("compaction.data.planned", "C.compaction.requested written for the data table")
+STARTED = register("compaction.data.inflight", "C.compaction.inflight written")
+BASE_WRITTEN = register("compaction.data.base", "the compacted base files written, C not completed")
+MDT_MIRRORED = register("compaction.data.mdt", "MDT deltacommit C completed, data C not yet")
+COMPLETED = register("compaction.data.complete", "C.commit completed")
+
+DEFAULT_DELTA_COMMITS = 5  # hoodie.compact.inline.max.delta.commits
+COMPACTION_TOKEN = "0-0-0"  # every attempt names a slice's new base file the same
+
+
+@dataclass
+class StagedCompaction:
+    """The base files compaction `time` wrote, waiting for its commit under the lock."""
+
+    time: str
+    stats: list[WriteStat] = field(default_factory=list)
+    schema: str | None = None
+
+
+def delta_commits_since_compaction(timeline: ActiveTimeline) -> int:
+    """Delta commits (any state) after the last completed compaction, as Hudi counts them."""
+    done = [i.time for i in timeline.completed() if i.action == COMPACTION]
+    last = done[-1] if done else ""
+    return sum(1 for i in timeline.instants if i.action == DELTA_COMMIT and i.time > last)
+
+
+def pending_writes(timeline: ActiveTimeline) -> list[str]:
+    """Write instants not completed yet: while one is pending, no compaction may be scheduled."""
+    return [i.time for i in timeline.pending() if i.action in WRITE_ACTIONS and i.action != COMPACTION]
+
+
+def plan_operations(table: Table, timeline: ActiveTimeline) -> list[CompactionOperation]:
+    """One operation per latest slice with logs whose group no pending compaction holds."""
+    view = table.view()
+    pending = pending_compactions(timeline)
+    logs = view.slice_logs()
+    operations = []
+    for base in view.latest_base_files():
+        group = (base.partition, base.file_id)
+        found = [log for log in logs.get(group, []) if log.base_instant == base.instant]
+        if not found or group in pending:
+            continue
+        metrics = avro_metadata.slice_metrics(base.size, [log.size for log in found])
+        names = tuple(log.name for log in found)
+        operations.append(CompactionOperation(base.partition, base.file_id, base.instant, base.name, names, metrics))
+    return operations
+
+
+def schedule(table: Table, max_delta_commits: int = DEFAULT_DELTA_COMMITS, force: bool = False) -> str | None:
+    """Under the lock: plan compaction C when due (or `force`); None when not due, a write is pending, or no
+    slice has logs."""
+    if not table.config.merge_on_read:
+        raise TandemError(f"{table.uri} is a copy-on-write table: it has no log files to compact")
+    timeline = table.timeline()
+    if pending_writes(timeline):
+        return None
+    if not force and delta_commits_since_compaction(timeline) < max_delta_commits:
+        return None
+    operations = plan_operations(table, timeline)
+    if not operations:
+        return None
+    time = table.new_instant_time(timeline)
+    plan = avro_metadata.compaction_plan(operations)
+    requested = Instant(time, COMPACTION, State.REQUESTED)
+    timeline.create_requested(requested, avro_metadata.encode("HoodieCompactionPlan", plan))
+    crash_point(PLANNED)
+    return time
+
+
+def pending(table: Table) -> list[str]:
+    """Compactions of the data table scheduled and not completed, oldest first."""
+    return sorted(i.time for i in table.timeline().pending() if i.action == COMPACTION)
+
+
+def _planned_logs(table: Table, time: str, op: CompactionOperation) -> list[DataLog]:
+    """The planned logs of `op`, with their stored sizes; a missing one is damage (a clean never takes the
+    logs of a slice no completed base file supersedes yet)."""
+    logs = []
+    for name in op.log_files:
+        log = parse_data_log(op.partition, name)
+        if log is None:
+            raise CorruptInstantError(f"compaction {time} plans {name!r}, which is no log file name")
+        try:
+            size = table.storage.size(log.path)
+        except FileNotFoundError:
+            raise CorruptInstantError(f"compaction {time}: planned log {log.path} is missing") from None
+        logs.append(DataLog(log.partition, log.log, size))
+    return logs
+
+
+def _compacted_rows(table: Table, time: str, op: CompactionOperation, merge: LogMerge) -> pa.Table:
+    """The slice's rows with its logs merged, log rows named for the new base file (`_hoodie_file_name`)."""
+    base = parse_base_file(op.partition, op.base_file or "") if op.base_file else None
+    if base is None:
+        raise CorruptInstantError(f"compaction {time}: file group {op.file_id} has no base file to compact")
+    rows = merge.merged(table.storage, read_base_file(table.storage, base.path), op.partition, op.file_id)
+    name = base_file_name(op.file_id, COMPACTION_TOKEN, time)
+    column = rows.column(FILE_NAME)
+    renamed = pc.if_else(pc.equal(column, op.file_id), pa.scalar(name), column)
+    return rows.set_column(rows.column_names.index(FILE_NAME), FILE_NAME, renamed)
+
+
+def execute(table: Table, time: str) -> StagedCompaction:
+    """Write the base files of pending compaction `time` (safe outside the lock, and to repeat)."""
+    timeline = table.timeline()
+    instant = timeline.find(time)
+    if instant is None or instant.action != COMPACTION or instant.is_completed:
+        raise TandemError(f"no pending compaction {time} on the timeline of {table.uri}")
+    plan = timeline.avro(Instant(time, COMPACTION, State.REQUESTED))
+    if instant.state == State.REQUESTED:  # Java's order: inflight before any base file exists
+        timeline.transition_to_inflight(instant)
+        crash_point(STARTED)
+    staged = StagedCompaction(time, schema=timeline.latest_schema())
+    for op in avro_metadata.compaction_operations(plan):
+        logs = _planned_logs(table, time, op)
+        merge = LogMerge.of({(op.partition, op.file_id): logs}, timeline, time, table.config.precombine_field)
+        rows = _compacted_rows(table, time, op, merge)
+        staged.stats.append(_write_base(table, op, time, rows, logs))
+    table.storage.sync_dirs(sorted({s.partition_path for s in staged.stats}) + [".hoodie"])
+    crash_point(BASE_WRITTEN)
+    return staged
+
+
+def _write_base(table: Table, op: CompactionOperation, time: str, rows: pa.Table, logs: list[DataLog]) -> WriteStat:
+    """The slice's new base file, created whole unless an earlier attempt created it; its write stat."""
+    name = base_file_name(op.file_id, COMPACTION_TOKEN, time)
+    path = f"{op.partition}/{name}" if op.partition else name
+    rows = rows.select([*META_COLUMNS, *[c for c in rows.column_names if c not in META_COLUMNS]])
+    out = pa.BufferOutputStream()
+    writer = open_parquet(out, rows.schema)
+    writer.write_table(rows, row_group_size=128 * 1024)
+    writer.close()
+    table.storage.create_if_absent(path, out.getvalue().to_pybytes())
+    size = table.storage.size(path)
+    return WriteStat(
+        file_id=op.file_id,
+        path=path,
+        partition_path=op.partition,
+        prev_commit=op.base_instant,
+        num_writes=rows.num_rows,
+        num_update_writes=rows.num_rows,
+        total_write_bytes=size,
+        file_size_in_bytes=size,
+    )
+
+
+def compaction_metadata(staged: StagedCompaction) -> CommitMetadata:
+    """`C.commit`'s content: Hudi's compaction metadata (compacted, operation COMPACT) of the new base files."""
+    metadata = CommitMetadata(operation_type="COMPACT", schema=staged.schema, compacted=True)
+    for stat in staged.stats:
+        metadata.add(stat)
+    return metadata
+
+
+def complete(table: Table, staged: StagedCompaction, max_delta_commits: int) -> bool:
+    """Under the lock: mirror compaction `staged.time` into the MDT, then complete it; False if done already."""
+    timeline = table.timeline()
+    instant = timeline.find(staged.time)
+    if instant is None or instant.action != COMPACTION:
+        raise TandemError(f"no compaction {staged.time} on the timeline of {table.uri}")
+    if instant.is_completed:
+        return False
+    metadata = compaction_metadata(staged)
+    mdt = table.metadata()
+    mdt_timeline = mdt.timeline_if_exists()
+    if mdt_timeline is not None:
+        found = mdt_timeline.find(staged.time)
+        if found is None or not found.is_completed:
+            done = housekeeping(mdt, timeline, max_delta_commits, keep=staged.time, mdt_timeline=mdt_timeline)
+            known = frozenset(MetadataReader(mdt, timeline).all_partitions())
+            records = mdt_records.from_commit(metadata, known)
+            kept = table.config.metadata_indexes + table.config.java_metadata_partitions
+            index_records = mdt_indexes.from_write_stats(metadata.write_stats(), kept)
+            footprint = metadata.touched_file_groups()
+            deltacommit.apply(mdt, staged.time, records, done.mdt_timeline, footprint, index_records)
+        crash_point(MDT_MIRRORED)
+    timeline.complete(instant.with_state(State.INFLIGHT), metadata.to_json_bytes())
+    crash_point(COMPLETED)
+    return True
