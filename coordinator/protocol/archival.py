@@ -32,7 +32,7 @@ from timeline.errors import CorruptInstantError
 from timeline.format import outcome, partition_path
 from timeline.format.active_timeline import ARCHIVED_FOLDER, BUNDLE_PREFIX, ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata
-from timeline.format.instant import DELTA_COMMIT, ROLLBACK, WRITE_ACTIONS, Instant, State
+from timeline.format.instant import COMPACTION, DELTA_COMMIT, ROLLBACK, WRITE_ACTIONS, Instant, State
 from timeline.mdt import layout
 from timeline.table import TEMP_DIR, Table
 
@@ -91,7 +91,7 @@ def _watched_by_pending(timeline: ActiveTimeline) -> list[str]:
     """
     watched = []
     for pending in timeline.pending():
-        if pending.action not in WRITE_ACTIONS:
+        if pending.action not in WRITE_ACTIONS or pending.action == COMPACTION:  # a compaction watches nothing
             continue
         try:
             doc = CommitMetadata.from_json_bytes(timeline.read(pending.with_state(State.INFLIGHT)), pending.time)

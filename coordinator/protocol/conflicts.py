@@ -22,7 +22,7 @@ from timeline.format import avro_metadata, outcome
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata
 from timeline.format.file_names import parse_base_file
-from timeline.format.instant import CLEAN, REPLACE_COMMIT, WRITE_ACTIONS, Instant, State
+from timeline.format.instant import CLEAN, COMPACTION, REPLACE_COMMIT, WRITE_ACTIONS, Instant, State
 from timeline.mdt.table import MetadataTable
 
 WATCHED_KEY = "tandem.begin.pending"  # extraMetadata: write instants pending at T's begin
@@ -92,6 +92,18 @@ def _check_schema(since: list[Instant], timeline: ActiveTimeline, own: str, meta
             )
 
 
+def _touched_against(metadata: CommitMetadata, other: Instant) -> set[tuple[str, str]]:
+    """T's file groups that can collide with `other`: against a compaction C, not the groups T extended with
+    logs of the slice C starts (written after C was planned, merged over C's base file once it completes)."""
+    mine = metadata.touched_file_groups()
+    if other.action != COMPACTION:
+        return mine
+    extended = {
+        (s.partition_path, s.file_id) for s in metadata.write_stats() if s.is_log and s.prev_commit == other.time
+    }
+    return mine - extended
+
+
 def check(
     timeline: ActiveTimeline,
     own: str,
@@ -110,7 +122,7 @@ def check(
     if not mine:
         return
     for other in since:
-        overlap = mine & timeline.commit_metadata(other).touched_file_groups()
+        overlap = _touched_against(metadata, other) & timeline.commit_metadata(other).touched_file_groups()
         if overlap:
             partition, file_id = sorted(overlap)[0]
             kind = "replaced" if other.action == REPLACE_COMMIT else "wrote"
@@ -121,7 +133,8 @@ def check(
     mdt_timeline = mdt.timeline_if_exists() if mdt is not None else None
     if mdt is not None and mdt_timeline is not None:
         for other, footprint in _prepared(timeline, own, mdt, mdt_timeline):
-            if footprint is None or footprint & mine:
+            found = timeline.find(other)
+            if footprint is None or footprint & (_touched_against(metadata, found) if found else mine):
                 raise ConflictError(
                     f"instant {own} conflicts with {other}, which is being committed on the same file groups"
                 )

@@ -1,0 +1,258 @@
+"""Merge-on-read tables end to end on Tandem's side: random writes, deletes and compactions against a plain
+model, through every Tandem reader (local snapshot and as-of, the scan planner with a filter, DuckDB); failed
+writes and their rollback; compaction while writers keep writing; clean of superseded slices. Java Hudi judges
+the same tables in tests/interop/test_java_mor_reads.py.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from coordinator.config import CoordinatorConfig
+from coordinator.protocol.locking import held, table_lock
+from coordinator.services import data_compaction
+from coordinator.services.steps import clean, compact_data, recover_table
+from coordinator.write.writer import LocalWriter, WriteOptions
+from tests.conftest import tandem
+from timeline.crash_points import SimulatedCrash, simulate
+from timeline.errors import UnsupportedTableError
+from timeline.format.data_logs import parse_data_log
+from timeline.format.fs_view import list_table_files
+from timeline.query.reader import read_plan, read_view
+from timeline.query.scan import plan_scan
+from timeline.table import Table
+
+MOR = "MERGE_ON_READ"
+CONFIG = CoordinatorConfig(lock_uri="memory", auto_archive=False)
+
+
+def new_table(tmp_path, precombine: str | None = "ts") -> Table:
+    return Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field=precombine, table_type=MOR)
+
+
+def batch(ids: list[int], values: list[int], ts: list[int]) -> pa.Table:
+    return pa.table({"id": ids, "p": [f"p{i % 3}" for i in ids], "v": values, "ts": ts})
+
+
+def snapshot(table: Table, as_of: str | None = None) -> dict[int, tuple[int, int]]:
+    table = Table.open(table.uri)
+    return {r["id"]: (r["v"], r["ts"]) for r in read_view(table, table.view(as_of=as_of)).to_pylist()}
+
+
+def logs_of(table: Table) -> list[str]:
+    return sorted(e.path for e in list_table_files(table.storage) if parse_data_log(*e.path.rpartition("/")[::2]))
+
+
+class Model:
+    """What a merge-on-read table holds, written plainly: a later write of a key replaces it (OverwriteWithLatest
+    against what is stored), a delete removes it."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple[int, int]] = {}
+        self.history: list[tuple[str, dict[int, tuple[int, int]]]] = []
+
+    def upsert(self, ids, values, ts) -> None:
+        for i, v, t in zip(ids, values, ts, strict=True):
+            self.rows[i] = (v, t)
+
+    def delete(self, ids) -> None:
+        for i in ids:
+            self.rows.pop(i, None)
+
+    def mark(self, instant: str) -> None:
+        self.history.append((instant, dict(self.rows)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_writes_and_compactions_read_as_the_model(tmp_path, seed):
+    rng = random.Random(seed)
+    table = new_table(tmp_path)
+    small = 0 if seed % 2 else WriteOptions().small_file_limit  # logs only, or small groups rewritten too
+    writer = LocalWriter(table, WriteOptions(small_file_limit=small), CONFIG)
+    model = Model()
+    ids = list(range(30))
+    result = writer.write(batch(ids, ids, [1] * 30), "insert")
+    model.upsert(ids, ids, [1] * 30)
+    model.mark(result.instant)
+    lock = table_lock(table, CONFIG)
+    for step in range(14):
+        keys = rng.sample(range(40), rng.randint(1, 8))
+        kind = rng.random()
+        if kind < 0.25:
+            result = writer.write(batch(keys, [0] * len(keys), [0] * len(keys)), "delete")
+            model.delete(keys)
+        else:
+            values = [rng.randrange(1000) for _ in keys]
+            ts = [step + 2] * len(keys)
+            result = writer.write(batch(keys, values, ts), "upsert")
+            model.upsert(keys, values, ts)
+        model.mark(result.instant)
+        if rng.random() < 0.2:
+            compact_data(table, CONFIG, lock, force=True)
+        assert snapshot(table) == model.rows, f"step {step}"
+    assert logs_of(table), "the history wrote log files"
+    for instant, rows in model.history:
+        assert snapshot(table, instant) == rows, f"as of {instant}"
+    plan = plan_scan(Table.open(table.uri), "v >= 500")
+    assert {r["id"] for r in read_plan(plan).to_pylist()} == {i for i, (v, _) in model.rows.items() if v >= 500}
+    duckdb = pytest.importorskip("duckdb")
+    from coordinator.duckdb.view import select_sql
+
+    connection = duckdb.connect()
+    plan = plan_scan(Table.open(table.uri))
+    got = connection.sql(select_sql(connection, plan)).to_arrow_table().to_pylist()
+    assert {r["id"]: (r["v"], r["ts"]) for r in got} == model.rows
+
+
+def test_updates_go_to_logs_named_for_their_slice_and_a_compaction_folds_them(tmp_path):
+    table = new_table(tmp_path)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1, 2, 3], [1, 2, 3], [1, 1, 1]), "insert")
+    first = writer.write(batch([1], [10], [2]), "upsert")
+    second = writer.write(batch([1], [11], [3]), "upsert")
+    (log1,), (log2,) = first.files_written, second.files_written
+    name1, name2 = parse_data_log(*log1.split("/")), parse_data_log(*log2.split("/"))
+    assert (name1.file_id, name1.base_instant, name1.log.version) == (name2.file_id, name2.base_instant, 1)
+    assert name2.log.version == 2
+    stat = second.metadata.write_stats()[0]
+    assert stat.delta.log_files == (name1.name, name2.name) and stat.prev_commit == name1.base_instant
+    assert table.timeline().find(second.instant).action == "deltacommit"
+    with held(table_lock(table, CONFIG)):
+        time = data_compaction.schedule(table, force=True)
+    assert time is not None
+    staged = data_compaction.execute(table, time)
+    again = data_compaction.execute(table, time)  # a retry (or a second worker) adds nothing
+    assert [s.path for s in again.stats] == [s.path for s in staged.stats]
+    with held(table_lock(table, CONFIG)):
+        assert data_compaction.complete(table, staged, CONFIG.max_delta_commits)
+        assert not data_compaction.complete(table, again, CONFIG.max_delta_commits)
+    assert snapshot(table) == {1: (11, 3), 2: (2, 1), 3: (3, 1)}
+    metadata = table.timeline().commit_metadata(table.timeline().find(time))
+    assert metadata.compacted and metadata.operation_type == "COMPACT"
+
+
+def test_a_write_during_a_pending_compaction_extends_the_slice_it_starts(tmp_path):
+    table = new_table(tmp_path)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1, 4, 2], [1, 4, 2], [1, 1, 1]), "insert")  # 1 and 4 share a group, 2 has its own
+    writer.write(batch([1], [10], [2]), "upsert")
+    with held(table_lock(table, CONFIG)):
+        time = data_compaction.schedule(table, force=True)
+    during = writer.write(batch([1, 4, 2], [20, 40, 21], [3, 3, 3]), "upsert")
+    slices = sorted(parse_data_log(*p.split("/")).base_instant for p in during.files_written)
+    assert slices[1] == time and slices[0] < time, "only the planned group's log starts the new slice"
+    assert snapshot(table) == {1: (20, 3), 4: (40, 3), 2: (21, 3)}, "the planned slice and the new one read together"
+    staged = data_compaction.execute(table, time)
+    assert snapshot(table) == {1: (20, 3), 4: (40, 3), 2: (21, 3)}, "a pending compaction's base file is not read"
+    later = writer.write(batch([4], [44], [4]), "upsert")  # began before C completes, commits before: no conflict
+    with held(table_lock(table, CONFIG)):
+        assert data_compaction.complete(table, staged, CONFIG.max_delta_commits)
+    assert parse_data_log(*later.files_written[0].split("/")).base_instant == time
+    assert snapshot(table) == {1: (20, 3), 4: (44, 4), 2: (21, 3)}
+
+
+def test_no_compaction_is_scheduled_while_a_write_is_pending(tmp_path):
+    table = new_table(tmp_path)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1], [1], [1]), "insert")
+    writer.write(batch([1], [2], [2]), "upsert")
+    with pytest.raises(SimulatedCrash), simulate("commit.write.file"):
+        writer.write(batch([1], [3], [3]), "upsert")
+    with held(table_lock(table, CONFIG)):
+        assert data_compaction.schedule(table, force=True) is None
+    assert snapshot(table) == {1: (2, 2)}, "the failed write's log is never read"
+
+
+def test_a_failed_delta_commit_is_rolled_back_by_its_own_log_only(tmp_path):
+    table = new_table(tmp_path)
+    config = CoordinatorConfig(lock_uri="memory", auto_archive=False, failed_writes_policy="EAGER")
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), config)
+    writer.write(batch([1, 2], [1, 2], [1, 1]), "insert")
+    kept = writer.write(batch([1], [5], [2]), "upsert").files_written
+    with pytest.raises(SimulatedCrash), simulate("commit.mdt"):
+        writer.write(batch([2], [6], [3]), "upsert")
+    failed = sorted(set(logs_of(table)) - set(kept))
+    assert len(failed) == 1
+    recover_table(table, config, table_lock(table, config))
+    assert logs_of(table) == kept, "the failed instant's log deleted, the committed one kept"
+    assert snapshot(table) == {1: (5, 2), 2: (2, 1)}
+
+
+def test_a_rollback_leaves_a_log_whose_blocks_another_instant_wrote(tmp_path):
+    """A marker is no proof: a crafted marker naming a committed log of another instant deletes nothing."""
+    from coordinator.protocol import provenance
+
+    table = new_table(tmp_path)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1], [1], [1]), "insert")
+    (log,) = writer.write(batch([1], [2], [2]), "upsert").files_written
+    with pytest.warns(Warning, match="not written by instant"):
+        assert provenance.undoable(table.timeline(), "29990101000000000", [log]) == []
+    assert table.storage.exists(log)
+
+
+def test_clean_takes_superseded_slices_with_their_logs_and_nothing_a_read_needs(tmp_path):
+    table = new_table(tmp_path)
+    config = CoordinatorConfig(lock_uri="memory", auto_archive=False, clean_policy="KEEP_LATEST_FILE_VERSIONS")
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), config)
+    writer.write(batch([1, 2, 3], [1, 2, 3], [1, 1, 1]), "insert")
+    writer.write(batch([1, 2], [10, 20], [2, 2]), "upsert")
+    old_logs = logs_of(table)
+    compact_data(table, config, table_lock(table, config), force=True)
+    writer.write(batch([3], [30], [3]), "upsert")
+    before = snapshot(table)
+    assert clean(table, config, table_lock(table, config)) is not None
+    assert not any(table.storage.exists(p) for p in old_logs), "the compacted slices' logs are gone"
+    assert len(logs_of(table)) == 1, "the latest slice's log stays"
+    assert snapshot(table) == before == {1: (10, 2), 2: (20, 2), 3: (30, 3)}
+
+
+def test_init_makes_a_merge_on_read_table_and_spark_writes_are_refused_clearly(tmp_path):
+    path = str(tmp_path / "cli")
+    done = tandem("init", path, "--name", "c", "--record-key", "id", "--table-type", "merge_on_read")
+    assert done.returncode == 0, done.stderr
+    table = Table.open(path)
+    assert table.config.merge_on_read
+    assert table.storage.read_bytes(".hoodie/hoodie.properties").count(b"OverwriteWithLatestAvroPayload") == 1
+    from coordinator.spark.writer import SparkWriter
+
+    writer = SparkWriter.__new__(SparkWriter)
+    writer.table = table
+    with pytest.raises(UnsupportedTableError, match="merge-on-read"):
+        SparkWriter.write(writer, None, "upsert")
+
+
+def test_a_compaction_completing_mid_write_conflicts_only_with_logs_of_the_slice_it_supersedes(tmp_path):
+    """A write that extends the slice a compaction starts commits after it; one still on the compacted slice
+    (a view from before the plan) would lose its log and is refused."""
+    from timeline.errors import ConflictError
+
+    table = new_table(tmp_path)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1, 4], [1, 4], [1, 1]), "insert")
+    writer.write(batch([1], [10], [2]), "upsert")
+    with held(table_lock(table, CONFIG)):
+        time = data_compaction.schedule(table, force=True)
+    staged = data_compaction.execute(table, time)
+
+    def complete_compaction(_instant: str) -> None:
+        with held(table_lock(table, CONFIG)):
+            assert data_compaction.complete(table, staged, CONFIG.max_delta_commits)
+
+    writer.write(batch([4], [40], [3]), "upsert", on_begin=complete_compaction)
+    assert snapshot(table) == {1: (10, 2), 4: (40, 3)}
+
+    writer.write(batch([1], [11], [4]), "upsert")
+    stale_view = table.view()  # a writer's view from before compaction D was planned
+    with held(table_lock(table, CONFIG)):
+        second = data_compaction.schedule(table, force=True)
+    staged = data_compaction.execute(table, second)
+    stale = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    planned = stale.view_and_schema
+    stale.view_and_schema = lambda operation, begun: (stale_view, planned(operation, begun)[1])  # type: ignore
+    with pytest.raises(ConflictError, match=second):
+        stale.write(batch([1], [12], [5]), "upsert", on_begin=complete_compaction)
+    assert snapshot(table) == {1: (11, 4), 4: (40, 3)}
