@@ -14,7 +14,7 @@ from coordinator.mdt import index_build
 from coordinator.mdt.bootstrap import validate
 from coordinator.protocol.clean import files_being_cleaned
 from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.instant import REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+from timeline.format.instant import COMPACTION, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
 from timeline.format.table_config import read_config
 from timeline.mdt.hudi_layout import FILES
 from timeline.query.reader import read_view
@@ -120,12 +120,17 @@ def check_indexes(table: Table, timeline: ActiveTimeline, crashed: bool = False)
     """Invariant 7: every MDT index equals the one recomputed from the live files of completed instants.
 
     `crashed` (before recovery): a build that died may have left live files
-    without records, which recovery indexes; a wrong or stale record is still a violation.
+    without records, which recovery indexes, and a clean that died may have deleted
+    files whose records its MDT deltacommit had not tombstoned yet; a wrong record
+    (or a stale one when no clean is pending) is still a violation.
     """
     out = []
-    for report in index_build.validate(table.metadata(), timeline):
+    being_deleted = files_being_cleaned(timeline) if crashed else set()
+    for report in index_build.validate(table.metadata(), timeline, being_deleted):
         if crashed:
             report.missing = []
+        if being_deleted:  # a clean deletes files before it mirrors that into the MDT: their records wait
+            report.stale = []
         if report.errors:
             files = report.missing + report.wrong + report.stale
             detail = f"{len(report.missing)} missing, {len(report.wrong)} wrong, {len(report.stale)} stale"
@@ -134,23 +139,32 @@ def check_indexes(table: Table, timeline: ActiveTimeline, crashed: bool = False)
 
 
 def check_nothing_pending(table: Table, timeline: ActiveTimeline) -> list[Violation]:
-    """Invariant 3: no orphan in either table, no pending MDT compaction."""
+    """Invariant 3: no orphan in either table, no pending MDT compaction. A data table's pending compaction is
+    no orphan: the next compaction run finishes it (readers never read its files meanwhile)."""
     out = []
-    if timeline.pending():
-        out.append(Violation("3-no-orphans", f"pending data instants {[i.file_name for i in timeline.pending()]}"))
+    pending = [i for i in timeline.pending() if i.action != COMPACTION]
+    if pending:
+        out.append(Violation("3-no-orphans", f"pending data instants {[i.file_name for i in pending]}"))
     mdt = table.metadata()
-    if mdt.exists():
-        pending = mdt.timeline().pending()
+    if mdt.exists():  # a pending data compaction's MDT deltacommit is finished with it
+        compacting = {i.time for i in timeline.pending() if i.action == COMPACTION}
+        pending = [i for i in mdt.timeline().pending() if i.time not in compacting]
         if pending:
             out.append(Violation("3-no-orphans", f"pending MDT instants {[i.file_name for i in pending]}"))
     return out
 
 
 def check_serializable(timeline: ActiveTimeline) -> list[Violation]:
-    """Invariant 4: per file group, each completed write built on the previous completed one."""
+    """Invariant 4: per file group, each completed write built on the previous completed one.
+
+    On a merge-on-read table a log extends a slice: it must name the group's latest completed base file (or
+    the compaction that starts the next slice), and a compaction folds the slice of the latest base file.
+    """
     out = []
     last: dict[tuple[str, str], str] = {}
+    last_base: dict[tuple[str, str], str] = {}
     replaced: dict[tuple[str, str], str] = {}
+    compactions = {i.time for i in timeline.instants if i.action == COMPACTION}
     for instant in timeline.completed():
         if instant.action not in WRITE_ACTIONS:
             continue
@@ -163,16 +177,30 @@ def check_serializable(timeline: ActiveTimeline) -> list[Violation]:
                 )
             previous = last.get(group)
             built_on = None if stat.prev_commit in ("null", "", None) else stat.prev_commit
-            if previous is not None and built_on != previous:
+            base = last_base.get(group)
+            if stat.is_log:
+                starts_next = built_on in compactions and (base is None or built_on > base)
+                if built_on != base and not starts_next:
+                    out.append(
+                        Violation(
+                            "4-serializable",
+                            f"{instant.time} logged to slice {built_on} of {group}, whose latest base is {base}",
+                            [stat.path],
+                        )
+                    )
+                last[group] = instant.time
+                continue
+            expected = base if instant.action == COMPACTION else previous
+            if expected is not None and built_on != expected:
                 out.append(
                     Violation(
                         "4-serializable",
                         f"{instant.time} rewrote file group {group} from {built_on}, not from the "
-                        f"completed {previous}: neither saw the other",
+                        f"completed {expected}: neither saw the other",
                         [stat.path],
                     )
                 )
-            last[group] = instant.time
+            last[group] = last_base[group] = instant.time
         if instant.action == REPLACE_COMMIT:
             for partition, ids in (meta.partition_to_replace_file_ids or {}).items():
                 replaced.update(dict.fromkeys(((partition, f) for f in ids), instant.time))

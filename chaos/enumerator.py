@@ -354,6 +354,7 @@ def explore(
     With `place` the tables live on that S3 endpoint, under its lock.
     """
     scenario = SCENARIOS[name]
+    use_hudi = use_hudi and scenario.without_hudi_rs is None
     started = time.monotonic()
     result = ScenarioResult(name, seed)
     if place is not None:

@@ -35,6 +35,8 @@ def recover(path: str, lock_uri: str | None, settings: tuple):
         click.echo(f"rolled back {orphan} (rollback {rollback_time})")
     for time in report.resumed_rollbacks + report.resumed_cleans:
         click.echo(f"finished interrupted {time}")
+    for time in report.compactions:
+        click.echo(f"finished pending compaction {time}")
     if report.stray_files:
         click.echo(f"removed {len(report.stray_files)} file(s) written after their instant was rolled back")
     if report.metadata:

@@ -149,6 +149,23 @@ def rollback(mdt: MetadataTable, time: str, data_timeline: ActiveTimeline) -> bo
     return True
 
 
+def retract(mdt: MetadataTable, time: str, data_timeline: ActiveTimeline) -> None:
+    """Undo the unfinished MDT deltacommit `time` of a data instant that is retried under the same time (a
+    compaction's completion): `rollback`'s blocks, instant files and record, without claiming the data
+    instant's rollback decision, since that instant still completes. Re-applying `time` afterwards writes its
+    blocks after the rollback blocks, which drop only the earlier ones (a deltacommit applied twice would
+    count its column statistics twice)."""
+    timeline = mdt.timeline()
+    target = timeline.find(time)
+    if target is None or target.is_completed:
+        return
+    plan = action_metadata.rollback_plan(time, target.action, {})
+    record = Instant(mdt.next_instant(data_timeline), ROLLBACK, State.REQUESTED)
+    timeline.create_requested(record, avro_metadata.encode("HoodieRollbackPlan", plan))
+    _undo(mdt, timeline, record.time, time, target.action)
+    _complete_rollback(timeline, record, time, target.action)
+
+
 def finish_rollbacks(mdt: MetadataTable, timeline: ActiveTimeline, data_timeline: ActiveTimeline) -> list[str]:
     """Complete the rollback records a crash left requested, repeating their (idempotent) undo.
 

@@ -15,6 +15,7 @@ build racing a writer that broke the lock costs speed, never rows.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -117,6 +118,10 @@ def index_files_on_spark(
 def _index_remote(base_uri: str, wanted: list[str], file: tuple[str, str]) -> FileIndex:
     storage = Storage(base_uri)
     return index_file(read_config(storage), MetadataTable(storage), file[0], file[1], wanted)
+
+
+def _path(partition: str, name: str) -> str:
+    return f"{partition}/{name}" if partition else name
 
 
 def live_files(mdt: MetadataTable, data_timeline: ActiveTimeline) -> list[tuple[str, str]]:
@@ -282,10 +287,13 @@ class IndexReport:
         }
 
 
-def validate(mdt: MetadataTable, data_timeline: ActiveTimeline) -> list[IndexReport]:
-    """Recompute every index the table keeps from the live files' footers and compare, record by record."""
+def validate(
+    mdt: MetadataTable, data_timeline: ActiveTimeline, being_deleted: AbstractSet[str] = frozenset()
+) -> list[IndexReport]:
+    """Recompute every index the table keeps from the live files' footers and compare, record by record.
+    `being_deleted`: paths a pending clean is deleting (the MDT lists them until the clean mirrors)."""
     if mdt.is_hudi_format():
-        files = live_files(mdt, data_timeline)
+        files = [f for f in live_files(mdt, data_timeline) if _path(*f) not in being_deleted]
         return [
             IndexReport(
                 c.partition,

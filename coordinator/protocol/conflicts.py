@@ -104,6 +104,10 @@ def _touched_against(metadata: CommitMetadata, other: Instant) -> set[tuple[str,
     return mine - extended
 
 
+def _planned(timeline: ActiveTimeline, compaction: Instant) -> list[avro_metadata.CompactionOperation]:
+    return avro_metadata.compaction_operations(timeline.avro(compaction.with_state(State.REQUESTED)))
+
+
 def check(
     timeline: ActiveTimeline,
     own: str,
@@ -134,6 +138,8 @@ def check(
     if mdt is not None and mdt_timeline is not None:
         for other, footprint in _prepared(timeline, own, mdt, mdt_timeline):
             found = timeline.find(other)
+            if found is not None and found.action == COMPACTION:  # its plan is its footprint, whatever the MDT holds
+                footprint = {(op.partition, op.file_id) for op in _planned(timeline, found)}
             if footprint is None or footprint & (_touched_against(metadata, found) if found else mine):
                 raise ConflictError(
                     f"instant {own} conflicts with {other}, which is being committed on the same file groups"

@@ -84,7 +84,9 @@ def undoable(timeline: ActiveTimeline, time: str, paths: Iterable[str]) -> list[
     if timeline.is_completed_or_archived(time):
         refuse(paths, f"instant {time} is completed or archived")
         return []
-    mine = [p for p in paths if written_by(timeline.storage, p, time)]
+    storage = timeline.storage
+    paths = [p for p in paths if _data_log(p) is None or storage.exists(p)]  # a log never created: nothing to undo
+    mine = [p for p in paths if written_by(storage, p, time)]
     refuse(sorted(set(paths) - set(mine)), f"not written by instant {time}")
     return mine
 

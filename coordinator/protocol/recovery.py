@@ -47,6 +47,7 @@ class RecoveryReport:
     timeline: ActiveTimeline | None = None  # the data timeline as recovery left it
     metadata: Housekeeping | None = None
     indexed: str | None = None  # the indexing instant that indexed live files an index was missing
+    compactions: list[str] = field(default_factory=list)  # a merge-on-read table's pending compactions finished
 
 
 def is_orphan(table: Table, instant: Instant, config: CoordinatorConfig) -> bool:

@@ -51,8 +51,8 @@ def files_of(table: Table, time: str) -> list[str]:
         return marked
     listed = list_table_files(table.storage)
     found = [f.path for f in parse_listing(listed) if f.instant == time]
-    if table.config.merge_on_read:  # a log's name carries no instant: `provenance.undoable` reads its blocks
-        found += [log.path for log in parse_log_listing(listed)]
+    if table.config.merge_on_read:  # a log's name carries no instant: its blocks say who wrote it
+        found += [g.path for g in parse_log_listing(listed) if provenance.written_by(table.storage, g.path, time)]
     return sorted(found)
 
 

@@ -210,6 +210,9 @@ def complete(table: Table, staged: StagedCompaction, max_delta_commits: int) -> 
     mdt_timeline = mdt.timeline_if_exists()
     if mdt_timeline is not None:
         found = mdt_timeline.find(staged.time)
+        if found is not None and not found.is_completed:  # an earlier attempt died inside it: start it over
+            deltacommit.retract(mdt, staged.time, timeline)
+            mdt_timeline = mdt.timeline()
         if found is None or not found.is_completed:
             done = housekeeping(mdt, timeline, max_delta_commits, keep=staged.time, mdt_timeline=mdt_timeline)
             known = frozenset(MetadataReader(mdt, timeline).all_partitions())

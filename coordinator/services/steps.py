@@ -110,8 +110,14 @@ def clean(table: Table, config: CoordinatorConfig | None = None, lock: LockProvi
 
 
 def recover_table(table: Table, config: CoordinatorConfig, lock: LockProvider) -> RecoveryReport:
+    """Recovery (`recover`), then the data table's pending compactions finished (each idempotent)."""
     with held(lock):
-        return recover(table, config)
+        report = recover(table, config)
+        if table.config.merge_on_read:
+            for time in data_compaction.pending(table):
+                if data_compaction.complete(table, data_compaction.execute(table, time), config.max_delta_commits):
+                    report.compactions.append(time)
+        return report
 
 
 def archive_table(table: Table, config: CoordinatorConfig, lock: LockProvider) -> ArchivalReport:
