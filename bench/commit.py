@@ -161,9 +161,9 @@ def tandem_write(path: str, data: pa.Table, operation: str) -> WriteResult:
     return LocalWriter(Table.open(path), coordinator=config).write(data, operation)
 
 
-def tandem_table(path: str) -> Callable[[pa.Table], WriteResult]:
-    """`tandem init PATH --name trips --record-key id --partition-by part`; returns an append."""
-    Table.create(path, "trips", ["id"], ["part"])
+def tandem_table(path: str, table_type: str = "COPY_ON_WRITE") -> Callable[[pa.Table], WriteResult]:
+    """`tandem init PATH --name trips --record-key id --partition-by part [--table-type T]`; returns an append."""
+    Table.create(path, "trips", ["id"], ["part"], table_type=table_type)
     return lambda data: tandem_write(path, data, "insert")
 
 
@@ -270,16 +270,22 @@ def floor_updates(data: pa.Table, stamp: int) -> list[tuple[tuple[int, str], str
 # --------------------------------------------------------------------------- parts
 
 
+def ratio_of(samples: dict[str, list[float]], system: str, peer: str) -> dict[str, float]:
+    """`system`'s median and p90 over `peer`'s."""
+    mine, theirs = summarize(samples[system]), summarize(samples[peer])
+    return {
+        "median": round(mine["median_ms"] / theirs["median_ms"], 3),
+        "p90": round(mine["p90_ms"] / theirs["p90_ms"], 3),
+    }
+
+
 def figures(samples: dict[str, list[float]], peers: Iterable[str], floor: str) -> dict[str, Any]:
     """Per system summaries, Tandem's ratios to each peer (median and p90) and its gap to the floor."""
     systems = {name: summarize(s) for name, s in samples.items()}
     tandem = systems["tandem"]
     ratios = {}
     for peer in peers:
-        ratios[f"tandem_over_{peer}"] = {
-            "median": round(tandem["median_ms"] / systems[peer]["median_ms"], 3),
-            "p90": round(tandem["p90_ms"] / systems[peer]["p90_ms"], 3),
-        }
+        ratios[f"tandem_over_{peer}"] = ratio_of(samples, "tandem", peer)
     ratios["tandem_over_floor"] = {
         "median": round(tandem["median_ms"] / systems[floor]["median_ms"], 3),
         "p90": round(tandem["p90_ms"] / systems[floor]["p90_ms"], 3),
@@ -331,20 +337,23 @@ def upsert_part(root: Path, shape: Shape) -> tuple[dict[str, Any], Callable[[], 
     from deltalake import write_deltalake
 
     tandem_append = tandem_table(str(root / "tandem"))
+    mor_append = tandem_table(str(root / "tandem_mor"), "MERGE_ON_READ")
     delta = delta_table(str(root / "delta"), batch(0, PARTITIONS))
     floor = Floor(root / "floor")
     started = time.perf_counter()
     for commit in range(shape.upsert_commits):
         data = batch(commit, PARTITIONS)
         tandem_append(data)
+        mor_append(data)
         if commit:
             write_deltalake(delta, data, mode="append", partition_by=["part"])
         floor.load(commit, hudi_files(data, commit))
     print(f"  built the upsert tables: {shape.upsert_commits} commits each in {time.perf_counter() - started:.1f} s")
     inputs = [upsert_batch(r, shape.upsert_commits) for r in range(shape.upsert_rounds)]
-    tandem_path = str(root / "tandem")
+    tandem_path, mor_path = str(root / "tandem"), str(root / "tandem_mor")
     runs = {
         "tandem": each_round(inputs, lambda data: tandem_write(tandem_path, data, "upsert")),
+        "tandem_mor": each_round(inputs, lambda data: tandem_write(mor_path, data, "upsert")),
         "deltalake": each_round(inputs, delta_merge(delta)),
         "floor": each_round(
             [floor_updates(data, shape.upsert_commits + r) for r, data in enumerate(inputs)], floor.rewrite
@@ -352,26 +361,28 @@ def upsert_part(root: Path, shape: Shape) -> tuple[dict[str, Any], Callable[[], 
     }
     samples, last = interleaved(runs, shape.upsert_rounds)
     result = figures(samples, ["deltalake"], "floor")
+    result["ratios"]["tandem_mor_over_deltalake"] = ratio_of(samples, "tandem_mor", "deltalake")
     result.update(commits_before=shape.upsert_commits, rounds=shape.upsert_rounds, keys=ROWS)
     result["files_rewritten_last_round"] = {
         "tandem": len(last["tandem"].files_written),
+        "tandem_mor_logs_written": len(last["tandem_mor"].files_written),
         "deltalake_removed": last["deltalake"]["num_target_files_removed"],
         "deltalake_added": last["deltalake"]["num_target_files_added"],
         "floor": len(floor_updates(inputs[-1], 0)),
     }
-    result["same_rows"] = same_rows(tandem_path, delta, floor)
+    result["same_rows"] = same_rows({"tandem": tandem_path, "tandem_mor": mor_path}, delta, floor)
     more = iter(range(shape.upsert_rounds, 10**9))
     return result, lambda: tandem_write(tandem_path, upsert_batch(next(more), shape.upsert_commits), "upsert")
 
 
-def same_rows(tandem_path: str, delta, floor: Floor) -> dict[str, Any]:
+def same_rows(tandem_paths: dict[str, str], delta, floor: Floor) -> dict[str, Any]:
     """Row count and sum of fare of each upsert table: equal, or the systems did not do the same work."""
 
     def digest(rows: pa.Table) -> tuple[int, float]:
         return rows.num_rows, round(pc.sum(rows.column("fare")).as_py(), 3)
 
     seen = {
-        "tandem": digest(read_plan(plan_scan(Table.open(tandem_path)))),
+        **{name: digest(read_plan(plan_scan(Table.open(path)))) for name, path in tandem_paths.items()},
         "deltalake": digest(delta.to_pyarrow_table()),
         "floor": digest(floor.rows()),
     }

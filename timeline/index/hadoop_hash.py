@@ -99,6 +99,7 @@ class KeyBatch:
         self.blocks = blocks  # uint32 mixed words, blocks[j] for the keys with more than j blocks
         self.tail = tail  # uint32: the sign-extended tail bytes, XORed into h before the tail's multiply
         self.tail_mult = tail_mult  # uint32: m when the key has a tail, else 1
+        self._positions: dict[tuple[int, int], list[np.ndarray]] = {}
 
     @classmethod
     def read(cls, words: np.ndarray | None, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> KeyBatch:
@@ -152,6 +153,14 @@ class KeyBatch:
         for _ in range(nb_hash):
             h = self.hash(h)
             yield self.position(h, vector_size)
+
+    def positions(self, nb_hash: int, vector_size: int) -> list[np.ndarray]:
+        """Every probe's positions (`chain`), worked out once per filter shape: a batch asked of many filters
+        of one shape (files sized alike) hashes its keys once, not once per filter."""
+        found = self._positions.get((nb_hash, vector_size))
+        if found is None:
+            found = self._positions[(nb_hash, vector_size)] = list(self.chain(nb_hash, vector_size))
+        return found
 
     @staticmethod
     def position(h: np.ndarray, vector_size: int) -> np.ndarray:

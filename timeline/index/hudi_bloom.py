@@ -237,7 +237,21 @@ class HudiBloomFilter:
         """Whether any key of `prepared` (`hadoop_hash.batches` of them, made once) may be present: the
         seed-free half of hashing done once for a batch asked of many filters."""
         packed = self._packed
-        return any(self._batch_present(packed, batch).any() for batch in prepared)
+        return any(self._any_present(packed, batch.positions(self.nb_hash, self.vector_size)) for batch in prepared)
+
+    def _any_present(self, packed: np.ndarray, positions: list[np.ndarray]) -> bool:
+        """Whether any key whose probes are `positions` may be present (keys found absent dropped early)."""
+        live = np.arange(len(positions[0])) if positions else np.zeros(0, dtype=np.intp)
+        found = np.ones((len(packed), len(live)), dtype=bool)
+        for i, probe in enumerate(positions):
+            found &= self._present(packed, probe[live])
+            if i < CHECKED_PROBES:
+                keep = found.any(axis=0)
+                if not keep.all():
+                    live, found = live[keep], found[:, keep]
+                    if not len(live):
+                        return False
+        return bool(found.any())
 
     def _batch_present(self, packed: np.ndarray, batch: KeyBatch) -> np.ndarray:
         out = np.zeros(len(batch), dtype=bool)
