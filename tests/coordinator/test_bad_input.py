@@ -47,7 +47,11 @@ def rewrite_properties(base: Path, **changes: str) -> None:
     [
         ({"hoodie.table.version": "5"}, "table version '5' is not supported"),
         ({"hoodie.table.version": "8"}, "table version '8' is not supported"),
-        ({"hoodie.table.type": "MERGE_ON_READ"}, "MERGE_ON_READ is not supported"),
+        ({"hoodie.table.type": "READ_OPTIMIZED"}, "READ_OPTIMIZED is not supported"),
+        (
+            {"hoodie.table.type": "MERGE_ON_READ", "hoodie.populate.meta.fields": "false"},
+            "merge-on-read tables without meta fields",
+        ),
         ({"hoodie.table.base.file.format": "ORC"}, "ORC is not supported"),
         ({"hoodie.timeline.layout.version": "2"}, "layout version '2'"),
         ({"hoodie.table.checksum": "12345"}, "does not match"),
