@@ -4,7 +4,9 @@ The driver begins the instant through the coordinator's `Transaction` and
 settles the schema the write leaves (schema evolution, checked before any task
 runs); the executors cast their rows to it with the local writer's `conform`.
 Inserts are one shuffle-free stage: each task starts new file groups for the
-partitions its rows fall in. Upserts and deletes are tagged with a simple index
+partitions its rows fall in. On a merge-on-read table (a deltacommit) a task
+writes each group's updates and deletes as one log of its slice instead, as the
+local writer does. Upserts and deletes are tagged with a simple index
 (a join with the keys of the latest file slices of the touched partitions, or of
 every partition under a global index, read by the executors); an upsert's new
 records top up the partition's smallest file group below the small-file limit
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import partial, reduce
 
@@ -40,19 +42,21 @@ from coordinator.protocol import markers
 from coordinator.protocol.transaction import WRITE_MARKER, Transaction, WriteOutcome
 from coordinator.write.bloom_index import bloom_candidates
 from coordinator.write.column_names import check_input_columns
+from coordinator.write.log_files import LogTarget, write_log
+from coordinator.write.log_slices import LogSlices, split_deletes
 from coordinator.write.rows import KEY, PARTITION, key_typed, split_by, with_keys
 from coordinator.write.table_schema import target_schema
 from coordinator.write.tagging import DELETE, NEW, TARGET
 from coordinator.write.writer import LocalWriter, WriteOptions, WriteResult, resolve_operation
 from locks.base import LockProvider
 from timeline.crash_points import crash_point
-from timeline.errors import BadInputError, UnsupportedTableError
+from timeline.errors import BadInputError
 from timeline.format import keys, partition_path
 from timeline.format.avro_schema import arrow_to_avro
-from timeline.format.commit_metadata import CommitMetadata, WriteStat
+from timeline.format.commit_metadata import CommitMetadata, DeltaWrite, WriteStat
 from timeline.format.file_names import BaseFile, write_token
 from timeline.format.fs_view import FileSystemView
-from timeline.format.instant import REPLACE_COMMIT
+from timeline.format.instant import COMMIT, DELTA_COMMIT, REPLACE_COMMIT
 from timeline.format.keys import DEFAULT_PARTITION
 from timeline.format.meta_fields import META_COLUMNS
 from timeline.format.schema_evolution import conform
@@ -84,6 +88,9 @@ class TaskPlan:
     bases: dict[str, BaseFile]  # file id -> latest base file, in the partitions this write touches
     options: WriteOptions
     schema: pa.Schema  # the table's data schema after this write: every file is written in it
+    # merge-on-read: the slice each group's next log extends, and the groups new records may still top up
+    logs: dict[str, LogTarget] | None = None
+    small: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -122,11 +129,8 @@ class SparkWriter:
         `on_begin` hears the instant time as soon as it is inflight.
         """
         operation, action = resolve_operation(operation)
-        if self.table.config.merge_on_read:
-            raise UnsupportedTableError(
-                f"{self.table.uri} is a merge-on-read table: Spark writes to it are not supported yet; write with "
-                "the local writer (`tandem write`, `tandem.write` with a pyarrow table)"
-            )
+        if self.table.config.merge_on_read and action == COMMIT:
+            action = DELTA_COMMIT
         df = df.drop(*[c for c in df.columns if c in META_COLUMNS])
         check_input_columns(arrow_schema(df.schema))  # bad input before begin
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
@@ -180,8 +184,13 @@ class SparkWriter:
                 partition_path.canonical(path, f"partition columns {', '.join(self.table.config.partition_fields)}")
             partitions = sorted(counts)
             files = [f for f in view.latest_base_files() if self.coordinator.global_index or f.partition in counts]
-            tagged = self._tag(keyed, view, files, plan.operation, sum(counts.values()))
+            slices = LogSlices(view) if self.table.config.merge_on_read else None
+            toppable = [f for f in files if slices is None or f.file_id not in slices.extended]
+            tagged = self._tag(keyed, view, files, plan.operation, sum(counts.values()), toppable)
             plan = replace(plan, bases={f.file_id: f for f in files})
+            if slices is not None:
+                small = frozenset(slices.small_targets(view, self.options.small_file_limit))
+                plan = replace(plan, logs={f.file_id: slices.target(f) for f in files}, small=small)
             tasks = max(1, min(len(files) + len(partitions), self.spark.sparkContext.defaultParallelism * 2))
             written = tagged.repartition(tasks, TARGET, PARTITION).mapInArrow(partial(write_task, plan), STATS_SCHEMA)
             return _collect_stats(written)
@@ -217,7 +226,13 @@ class SparkWriter:
         return ranked.filter(F.col(RANK) == 1).drop(ORDER, RANK)
 
     def _tag(
-        self, keyed: DataFrame, view: FileSystemView, files: list[BaseFile], operation: str, rows: int
+        self,
+        keyed: DataFrame,
+        view: FileSystemView,
+        files: list[BaseFile],
+        operation: str,
+        rows: int,
+        toppable: list[BaseFile],
     ) -> DataFrame:
         """Simple (or bloom) index: each record's file group, NEW, or DELETE rows for the copies it removes.
 
@@ -246,7 +261,7 @@ class SparkWriter:
             )
         if operation == "delete":
             return tagged.filter(F.col(TARGET) != NEW)
-        return self._to_small_groups(tagged, files)
+        return self._to_small_groups(tagged, toppable)
 
     def _may_hold(self, view: FileSystemView, files: list[BaseFile], incoming: pa.Table) -> list[BaseFile]:
         if not self.coordinator.bloom_index:
@@ -471,15 +486,28 @@ def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     table = Table.open(plan.base_uri)
     writer = LocalWriter(table, plan.options)
     rows = writer.dedupe(rows, [KEY, PARTITION, TARGET])
-    yield _write_all(writer, table, plan, writer.plan_tagged(rows, plan.bases, plan.schema))
+    logged: list[tuple[str, pa.Table]] = []
+    if plan.logs is not None:  # merge-on-read: a group's updates and deletes go to a log of its slice
+        groups = list(split_by(rows, TARGET))
+        logged = [(t, g) for t, g in groups if t != NEW and not writer.takes_inserts(plan.bases[t], g, plan.small)]
+        logged_ids = {t for t, _ in logged}
+        rewritten = [g for t, g in groups if t not in logged_ids]
+        rows = pa.concat_tables(rewritten) if rewritten else rows.slice(0, 0)
+    yield _write_all(writer, table, plan, writer.plan_tagged(rows, plan.bases, plan.schema), logged)
 
 
-def _write_all(writer: LocalWriter, table: Table, plan: TaskPlan, writes: list) -> pa.RecordBatch:
+def _write_all(
+    writer: LocalWriter, table: Table, plan: TaskPlan, writes: list, logged: Sequence[tuple[str, pa.Table]] = ()
+) -> pa.RecordBatch:
     """Write a task's files (marker first, this attempt's write token in the name); their stats as one batch."""
     context = TaskContext.get()
     token = write_token(context.partitionId(), context.stageId(), context.attemptNumber())
     sink = ExecutorInstant(table.storage, plan.instant)
     stats = [writer.write_file(sink, write, context.partitionId(), token) for write in writes]
+    for target, records in logged:
+        updates, deleted = split_deletes(records)
+        log = plan.logs[target]
+        stats.append(write_log(writer, sink, log, updates, deleted, context.partitionId(), table.config.name, token))
     return pa.RecordBatch.from_pydict({STAT: [_stat_json(s) for s in stats]}, schema=STAT_ARROW)
 
 
@@ -497,6 +525,8 @@ def _stat_json(stat: WriteStat) -> str:
 def _collect_stats(written: DataFrame) -> list[WriteStat]:
     stats = [WriteStat(**json.loads(row[STAT])) for row in written.collect()]
     for stat in stats:
+        if stat.delta is not None:  # a log's delta fields travel as a JSON object
+            stat.delta = DeltaWrite(**{**stat.delta, "log_files": tuple(stat.delta["log_files"])})
         if stat.bloom_filter is not None:
             stat.bloom_filter[BLOOM_BYTES] = base64.b64decode(stat.bloom_filter[BLOOM_BYTES])
     return stats

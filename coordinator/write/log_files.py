@@ -59,8 +59,10 @@ def write_log(
     delete_keys: list[str],
     task: int,
     table_name: str,
+    token: str | None = None,
 ) -> WriteStat:
-    """Write one log of `updates` (rows keyed like a base file's) and `delete_keys`; its write stat."""
+    """Write one log of `updates` (rows keyed like a base file's) and `delete_keys`; its write stat. `token`:
+    the write token in the name (Spark: partition-stage-attempt), else the task's."""
     instant = sink.time
     blocks: list[bytes] = []
     if updates.num_rows:
@@ -72,7 +74,7 @@ def write_log(
     data = b"".join(blocks)
     owner.ensure_partitions([target.partition], instant)
     storage = owner.table.storage
-    token = write_token(task)
+    token = token or write_token(task)
     for version in range(target.next_version, target.next_version + VERSION_TRIES):
         name = log_file_name(target.file_id, target.base_instant, version, token)
         path = f"{target.partition}/{name}" if target.partition else name

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from contextlib import ExitStack, closing
 from dataclasses import dataclass
 
@@ -145,7 +146,7 @@ class LocalWriter:
         max_file_size = self.options.max_file_size
         return file_groups.plan_tagged(tagged, bases, schema, self.reads, self.config, max_file_size, self.io_threads)
 
-    def _takes_inserts(self, base: BaseFile, records: pa.Table, small: set[str]) -> bool:
+    def takes_inserts(self, base: BaseFile, records: pa.Table, small: AbstractSet[str]) -> bool:
         """Whether a merge-on-read group's tagged records include new ones (only a small group without logs
         is given any, `log_slices`): then its base file is rewritten, as Hudi's merge handle does; otherwise
         its updates and deletes go to a log."""
@@ -321,7 +322,7 @@ class LocalWriter:
 
             def write_group(group: tuple[str, pa.Table]) -> list[WriteStat]:
                 target, records = group
-                if slices is not None and target != NEW and not self._takes_inserts(bases[target], records, small):
+                if slices is not None and target != NEW and not self.takes_inserts(bases[target], records, small):
                     updates, deleted = log_slices.split_deletes(records)
                     log = slices.target(bases[target])
                     return [write_log(self, txn, log, updates, deleted, next(tasks), self.config.name)]

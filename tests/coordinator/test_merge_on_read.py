@@ -18,7 +18,6 @@ from coordinator.services.steps import clean, compact_data, recover_table
 from coordinator.write.writer import LocalWriter, WriteOptions
 from tests.conftest import tandem
 from timeline.crash_points import SimulatedCrash, simulate
-from timeline.errors import UnsupportedTableError
 from timeline.format.data_logs import parse_data_log
 from timeline.format.fs_view import list_table_files
 from timeline.query.reader import read_plan, read_view
@@ -242,19 +241,14 @@ def test_clean_takes_superseded_slices_with_their_logs_and_nothing_a_read_needs(
     assert snapshot(table) == before == {1: (10, 2), 2: (20, 2), 3: (30, 3)}
 
 
-def test_init_makes_a_merge_on_read_table_and_spark_writes_are_refused_clearly(tmp_path):
+def test_init_makes_a_merge_on_read_table_that_java_can_merge(tmp_path):
     path = str(tmp_path / "cli")
     done = tandem("init", path, "--name", "c", "--record-key", "id", "--table-type", "merge_on_read")
     assert done.returncode == 0, done.stderr
     table = Table.open(path)
     assert table.config.merge_on_read
+    # Java's log scanner loads the payload class named here (without it, a NullPointerException)
     assert table.storage.read_bytes(".hoodie/hoodie.properties").count(b"OverwriteWithLatestAvroPayload") == 1
-    from coordinator.spark.writer import SparkWriter
-
-    writer = SparkWriter.__new__(SparkWriter)
-    writer.table = table
-    with pytest.raises(UnsupportedTableError, match="merge-on-read"):
-        SparkWriter.write(writer, None, "upsert")
 
 
 def test_a_compaction_completing_mid_write_conflicts_only_with_logs_of_the_slice_it_supersedes(tmp_path):

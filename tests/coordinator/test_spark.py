@@ -92,6 +92,47 @@ def test_every_operation_through_spark_matches_every_reader(spark, tmp_path: Pat
     assert sorted(r["id"] for r in hudi_read(table.uri).to_pylist()) == sorted(expected)
 
 
+def test_a_merge_on_read_table_through_spark_matches_every_reader(spark, tmp_path: Path) -> None:
+    """Executors write each group's updates and deletes as a log of its slice; Spark's readers (read_table on the
+    executors, format("tandem")) merge them as the local reader does, before and after a compaction."""
+    from coordinator.config import CoordinatorConfig
+    from coordinator.protocol.locking import table_lock
+    from coordinator.services.steps import compact_data
+    from coordinator.spark.reader import read_table
+    from coordinator.spark.writer import SparkWriter
+    from coordinator.write.writer import WriteOptions
+    from timeline.format.data_logs import parse_data_log
+
+    table = Table.create(
+        str(tmp_path / "t"), "trips", ["id"], ["city"], precombine_field="ts", table_type="MERGE_ON_READ"
+    )
+    small = WriteOptions(small_file_limit=0)  # every update goes to a log
+    writer = SparkWriter(spark, table, small)
+    expected: dict[int, dict] = {}
+    rng = random.Random(5)
+    steps = [
+        ("insert", _rows(list(range(200)), 1)),
+        ("upsert", _rows(rng.sample(range(200), 30) + list(range(200, 220)), 2)),
+        ("delete", _rows(rng.sample(range(220), 20), 3)),
+        ("upsert", _rows(rng.sample(range(220), 30), 4)),
+    ]
+    logs = 0
+    for n, (operation, rows) in enumerate(steps):
+        result = writer.write(spark.createDataFrame(rows), operation)
+        assert table.timeline().find(result.instant).action == "deltacommit"
+        logs += sum(1 for p in result.files_written if parse_data_log(*p.rsplit("/", 1)))
+        _apply(expected, rows, operation)
+        if n == 2:
+            config = CoordinatorConfig(lock_uri="memory")
+            assert compact_data(table, config, table_lock(table, config), force=True)
+        assert check_table(table, "id", _keyed(expected)) == []
+        for df in (read_table(spark, table.uri), spark.read.format("tandem").load(table.uri)):
+            snapshot = _spark_rows(df)
+            assert [r["id"] for r in snapshot] == sorted(expected)
+            assert [r["v"] for r in snapshot] == [expected[k]["v"] for k in sorted(expected)]
+    assert logs >= 3, "updates and deletes went to log files"
+
+
 def test_upsert_tops_up_small_file_groups_and_spills_past_the_target_size(spark, tmp_path: Path) -> None:
     from coordinator.spark.writer import SparkWriter
     from coordinator.write.writer import WriteOptions
