@@ -32,6 +32,10 @@ class CoordinatorConfig:
     # Hudi's hoodie.compact.inline.max.delta.commits: delta commits of a merge-on-read table after which its
     # next compaction is scheduled (NUM_COMMITS)
     compaction_delta_commits: int = 5
+    # Hudi's hoodie.compact.schedule.inline: a writer plans the next compaction right after its commit when one
+    # is due, for a compaction worker to execute (off by default: without a worker a plan would wait, and
+    # archival with it)
+    schedule_compaction: bool = False
     clean_policy: str = "KEEP_LATEST_COMMITS"
     commits_retained: int = 10
     file_versions_retained: int = 1
@@ -122,6 +126,7 @@ HUDI_KEYS = {
     "hoodie.client.heartbeat.tolerable.misses": "heartbeat_tolerable_misses",
     "hoodie.metadata.compact.max.delta.commits": "max_delta_commits",
     "hoodie.compact.inline.max.delta.commits": "compaction_delta_commits",
+    "hoodie.compact.schedule.inline": "schedule_compaction",
     "hoodie.cleaner.policy": "clean_policy",
     "hoodie.cleaner.commits.retained": "commits_retained",
     "hoodie.cleaner.fileversions.retained": "file_versions_retained",

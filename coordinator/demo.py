@@ -1,9 +1,11 @@
 """The main job on the embedded defaults: a Spark pipeline with async table services beside it.
 
 Local storage, the file lock, local Spark. Batches of inserts, upserts and
-deletes go into a partitioned table through `SparkWriter` while a clean worker
-and an MDT compaction worker run as their own processes on the same lock (the
-LAZY failed-writes policy, as for any table with several writers). Then the
+deletes go into a partitioned merge-on-read table through `SparkWriter` (updates
+and deletes land in log files) while a clean worker and a compaction worker (the
+data table's log files into base files, then the MDT) run as their own processes
+on the same lock (the LAZY failed-writes policy, as for any table with several
+writers). Then the
 timelines, the table read back through Spark, and what listing costs through
 the metadata table against storage.
 """
@@ -29,6 +31,8 @@ CITIES = ["amsterdam", "berlin", "chennai", "denver", "lisbon"]
 SETTINGS = {
     "hoodie.cleaner.policy.failed.writes": "LAZY",
     "hoodie.metadata.compact.max.delta.commits": "4",
+    "hoodie.compact.inline.max.delta.commits": "2",
+    "hoodie.compact.schedule.inline": "true",  # the writer plans each compaction, the worker executes it
     "hoodie.cleaner.commits.retained": "2",
 }
 WORKER_INTERVAL_S = 2.0
@@ -73,8 +77,12 @@ def run_demo(path: str | None, console: Console, batches: int = 6, rows: int = 2
     from coordinator.spark.writer import SparkWriter
 
     base = path or tempfile.mkdtemp(prefix="tandem-demo-")
-    table = Table.create(base, "trips", ["trip_id"], ["city"], hive_style=True, precombine_field="ts")
-    console.print(f"table [bold]trips[/] at {table.uri}: local storage, file lock, local Spark, partitioned by city")
+    table = Table.create(
+        base, "trips", ["trip_id"], ["city"], hive_style=True, precombine_field="ts", table_type="MERGE_ON_READ"
+    )
+    console.print(
+        f"merge-on-read table [bold]trips[/] at {table.uri}: local storage, file lock, local Spark, partitioned by city"
+    )
     rng = random.Random(7)
     steps = _steps(rng, batches, rows)
     with console.status("starting Spark (local mode)"):

@@ -8,7 +8,9 @@ and touched the same (partition, fileId); with every *prepared* instant (its
 MDT deltacommit exists, its data instant is not completed and not decided as a
 rollback) that touches one of T's file groups; with an instant that completed
 after T began but was archived since (its evidence is gone: abort rather than
-complete blind); and with every pending clean plan that deletes the version of
+complete blind); with every pending compaction whose plan folds a slice T wrote
+to (a merge-on-read write on a view from before the plan: its log would land in
+a superseded slice); and with every pending clean plan that deletes the version of
 a file group T built on (a clean never deletes a group's latest version
 otherwise, so anything wider would abort writers for nothing).
 """
@@ -152,6 +154,17 @@ def check(
                     f"instant {own} cannot be checked against {other}: it completed after {own} began "
                     "and has been archived since; retry the write"
                 )
+    for compaction in timeline.pending():
+        if compaction.action != COMPACTION:
+            continue
+        planned = {(op.partition, op.file_id) for op in _planned(timeline, compaction)}
+        overlap = planned & _touched_against(metadata, compaction)
+        if overlap:
+            partition, file_id = sorted(overlap)[0]
+            raise ConflictError(
+                f"instant {own} conflicts with pending compaction {compaction.time} of file group {file_id} in "
+                f"partition {partition!r}: it wrote to the slice the compaction folds"
+            )
     built_on = {(s.partition_path, s.file_id, s.prev_commit) for s in metadata.write_stats() if s.prev_commit != "null"}
     for clean in timeline.pending():
         if clean.action != CLEAN:

@@ -22,7 +22,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.mdt import deltacommit, index_build
 from coordinator.mdt.bootstrap import finish_interrupted_initialization, initialize, migrate, needs_migration
 from coordinator.mdt.maintenance import housekeeping
-from coordinator.protocol import conflicts, markers, provenance
+from coordinator.protocol import compaction_plan, conflicts, markers, provenance
 from coordinator.protocol.archival import archive
 from coordinator.protocol.heartbeat import Heartbeat, is_expired
 from coordinator.protocol.locking import held, table_lock
@@ -274,6 +274,7 @@ class Transaction:
                 done = self._decide_and_complete(timeline, metadata)
                 crash_point(COMMIT_COMPLETED)
                 self._archive_if_due(timeline)
+                self._schedule_compaction_if_due()
         finally:
             self._stop_heartbeat()
         crash_point(COMMIT_RELEASED)
@@ -323,6 +324,17 @@ class Transaction:
             archive(self.table, self.config.archive_min_commits, self.config.archive_max_commits)
         except (LockError, FileNotFoundError) as err:
             LOG.warning("archival after %s left to the next commit: %s", self.time, err)
+
+    def _schedule_compaction_if_due(self) -> None:
+        """Hudi's `hoodie.compact.schedule.inline` on a merge-on-read table: plan the next compaction when one is
+        due, for a worker to execute; like archival, never a failure of the committed write."""
+        if not (self.table.config.merge_on_read and self.config.schedule_compaction):
+            return
+        try:
+            self.lock.check()
+            compaction_plan.schedule(self.table, self.config.compaction_delta_commits)
+        except (LockError, FileNotFoundError) as err:
+            LOG.warning("compaction planning after %s left to the next commit: %s", self.time, err)
 
     def mirror_to_metadata(self, metadata: CommitMetadata, timeline: ActiveTimeline) -> None:
         """Metadata first: MDT housekeeping, then MDT deltacommit T (with T's footprint), before T completes."""

@@ -11,8 +11,10 @@ compactor does (docs/hudi-mor-format.md §6), in three steps:
   written as `{fileId}_0-0-0_C.parquet` by create-if-absent: the rows are a function of the plan and of
   decided instants, so any attempt's file is the file, and a retry or a second worker adds nothing.
   Readers never read a base file of a pending compaction.
-- Complete (under the lock): MDT deltacommit C naming the new base files, then `C.commit` (compacted, COMPACT)
-  with each file's stored size. A crashed compaction is retried with the same instant by the next run.
+- Complete (under the lock): a log that landed in a planned slice after the plan (a writer without a valid
+  lock) abandons C; else MDT deltacommit C naming the new base files, the commit decision (the storage CAS a
+  rollback of C would lose to), then `C.commit` (compacted, COMPACT) with each file's stored size. A crashed
+  compaction is retried with the same instant by the next run.
 """
 
 from __future__ import annotations
@@ -24,32 +26,31 @@ import pyarrow.compute as pc
 
 from coordinator.mdt import deltacommit
 from coordinator.mdt.maintenance import housekeeping
+from coordinator.protocol import provenance
 from coordinator.write.parquet_files import open_parquet
 from timeline.crash_points import crash_point, register
-from timeline.errors import CorruptInstantError, TandemError
-from timeline.format import avro_metadata
+from timeline.errors import ConflictError, CorruptInstantError, TandemError
+from timeline.format import avro_metadata, outcome
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_metadata import CompactionOperation
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.data_logs import DataLog, parse_data_log
 from timeline.format.file_names import base_file_name, parse_base_file
-from timeline.format.instant import COMPACTION, DELTA_COMMIT, WRITE_ACTIONS, Instant, State
+from timeline.format.instant import COMPACTION, Instant, State
 from timeline.format.meta_fields import FILE_NAME, META_COLUMNS
+from timeline.hudi_log import read_blocks
 from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import records as mdt_records
 from timeline.mdt.reader import MetadataReader
-from timeline.mor.pending import pending_compactions
 from timeline.mor.slice_merge import LogMerge
 from timeline.query.reader import read_base_file
 from timeline.table import Table
 
-PLANNED = register("compaction.data.planned", "C.compaction.requested written for the data table")
 STARTED = register("compaction.data.inflight", "C.compaction.inflight written")
 BASE_WRITTEN = register("compaction.data.base", "the compacted base files written, C not completed")
 MDT_MIRRORED = register("compaction.data.mdt", "MDT deltacommit C completed, data C not yet")
 COMPLETED = register("compaction.data.complete", "C.commit completed")
 
-DEFAULT_DELTA_COMMITS = 5  # hoodie.compact.inline.max.delta.commits
 COMPACTION_TOKEN = "0-0-0"  # every attempt names a slice's new base file the same
 
 
@@ -60,56 +61,6 @@ class StagedCompaction:
     time: str
     stats: list[WriteStat] = field(default_factory=list)
     schema: str | None = None
-
-
-def delta_commits_since_compaction(timeline: ActiveTimeline) -> int:
-    """Delta commits (any state) after the last completed compaction, as Hudi counts them."""
-    done = [i.time for i in timeline.completed() if i.action == COMPACTION]
-    last = done[-1] if done else ""
-    return sum(1 for i in timeline.instants if i.action == DELTA_COMMIT and i.time > last)
-
-
-def pending_writes(timeline: ActiveTimeline) -> list[str]:
-    """Write instants not completed yet: while one is pending, no compaction may be scheduled."""
-    return [i.time for i in timeline.pending() if i.action in WRITE_ACTIONS and i.action != COMPACTION]
-
-
-def plan_operations(table: Table, timeline: ActiveTimeline) -> list[CompactionOperation]:
-    """One operation per latest slice with logs whose group no pending compaction holds."""
-    view = table.view()
-    pending = pending_compactions(timeline)
-    logs = view.slice_logs()
-    operations = []
-    for base in view.latest_base_files():
-        group = (base.partition, base.file_id)
-        found = [log for log in logs.get(group, []) if log.base_instant == base.instant]
-        if not found or group in pending:
-            continue
-        metrics = avro_metadata.slice_metrics(base.size, [log.size for log in found])
-        names = tuple(log.name for log in found)
-        operations.append(CompactionOperation(base.partition, base.file_id, base.instant, base.name, names, metrics))
-    return operations
-
-
-def schedule(table: Table, max_delta_commits: int = DEFAULT_DELTA_COMMITS, force: bool = False) -> str | None:
-    """Under the lock: plan compaction C when due (or `force`); None when not due, a write is pending, or no
-    slice has logs."""
-    if not table.config.merge_on_read:
-        raise TandemError(f"{table.uri} is a copy-on-write table: it has no log files to compact")
-    timeline = table.timeline()
-    if pending_writes(timeline):
-        return None
-    if not force and delta_commits_since_compaction(timeline) < max_delta_commits:
-        return None
-    operations = plan_operations(table, timeline)
-    if not operations:
-        return None
-    time = table.new_instant_time(timeline)
-    plan = avro_metadata.compaction_plan(operations)
-    requested = Instant(time, COMPACTION, State.REQUESTED)
-    timeline.create_requested(requested, avro_metadata.encode("HoodieCompactionPlan", plan))
-    crash_point(PLANNED)
-    return time
 
 
 def pending(table: Table) -> list[str]:
@@ -197,14 +148,58 @@ def compaction_metadata(staged: StagedCompaction) -> CommitMetadata:
     return metadata
 
 
+def _landed_after_plan(table: Table, timeline: ActiveTimeline, time: str) -> str | None:
+    """A log in a slice compaction `time` folds that its plan does not name, written by an instant that
+    completed or may still complete: completing the compaction would bury it. (Writers that see the plan write
+    to the slice it starts, and a write on an older view conflicts with the plan at its commit; this is the
+    check on storage, for a writer that committed without a valid lock.)"""
+    operations = avro_metadata.compaction_operations(timeline.avro(Instant(time, COMPACTION, State.REQUESTED)))
+    planned = {(op.partition, op.file_id): op for op in operations}
+    for log in table.view().logs:
+        op = planned.get((log.partition, log.file_id))
+        if op is None or log.base_instant != op.base_instant or log.name in op.log_files:
+            continue
+        try:
+            writers = {b.header.get("INSTANT_TIME", "") for b in read_blocks(table.storage.read_bytes(log.path))}
+        except FileNotFoundError:
+            continue
+        for writer in writers:
+            found = timeline.find(writer)
+            if timeline.is_completed_or_archived(writer) or (found is not None and not found.is_completed):
+                return log.path
+    return None
+
+
+def abandon(table: Table, time: str, written: list[str]) -> bool:
+    """Under the lock: give compaction `time` up (a rollback decision, its base files and MDT deltacommit
+    undone, its plan removed); False when a commit decision on it stands instead (then it is completed)."""
+    if outcome.claim(table.storage, time, outcome.ROLLBACK).is_commit:
+        return False
+    timeline = table.timeline()
+    for path in provenance.undoable(timeline, time, written):
+        table.storage.discard(path)
+    mdt = table.metadata()
+    if mdt.exists():
+        deltacommit.retract(mdt, time, timeline)
+    timeline.delete_instant_files(time, COMPACTION)
+    return True
+
+
 def complete(table: Table, staged: StagedCompaction, max_delta_commits: int) -> bool:
-    """Under the lock: mirror compaction `staged.time` into the MDT, then complete it; False if done already."""
+    """Under the lock: mirror compaction `staged.time` into the MDT, then decide and complete it; False if
+    done already. ConflictError (the compaction abandoned) when a write landed in a slice it folds."""
     timeline = table.timeline()
     instant = timeline.find(staged.time)
     if instant is None or instant.action != COMPACTION:
         raise TandemError(f"no compaction {staged.time} on the timeline of {table.uri}")
     if instant.is_completed:
         return False
+    landed = _landed_after_plan(table, timeline, staged.time)
+    if landed is not None and abandon(table, staged.time, [s.path for s in staged.stats]):
+        raise ConflictError(
+            f"compaction {staged.time} abandoned: {landed} was written to a slice it folds after it was planned; "
+            "the next compaction plans it again"
+        )
     metadata = compaction_metadata(staged)
     mdt = table.metadata()
     mdt_timeline = mdt.timeline_if_exists()
@@ -222,6 +217,9 @@ def complete(table: Table, staged: StagedCompaction, max_delta_commits: int) -> 
             footprint = metadata.touched_file_groups()
             deltacommit.apply(mdt, staged.time, records, done.mdt_timeline, footprint, index_records)
         crash_point(MDT_MIRRORED)
-    timeline.complete(instant.with_state(State.INFLIGHT), metadata.to_json_bytes())
+    decided = outcome.claim(table.storage, staged.time, outcome.COMMIT, metadata.to_json_bytes())
+    if not decided.is_commit:
+        raise ConflictError(f"compaction {staged.time} was abandoned by another process; nothing was completed")
+    timeline.complete_decided(instant.with_state(State.INFLIGHT), decided.payload)
     crash_point(COMPLETED)
     return True

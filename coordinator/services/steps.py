@@ -14,6 +14,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.mdt import compaction
 from coordinator.mdt.maintenance import roll_back_failed_writes
 from coordinator.protocol import clean as clean_service
+from coordinator.protocol import compaction_plan
 from coordinator.protocol.archival import ArchivalReport, archive
 from coordinator.protocol.heartbeat import Heartbeat
 from coordinator.protocol.locking import held, table_lock
@@ -48,7 +49,7 @@ def compact_data(table: Table, config: CoordinatorConfig, lock: LockProvider, fo
     `force`): planned and completed under the lock, base files written outside it. Returns those completed."""
     with held(lock):
         roll_back_orphans(table, config)  # a failed write's pending instant would keep any compaction off
-        data_compaction.schedule(table, config.compaction_delta_commits, force)
+        compaction_plan.schedule(table, config.compaction_delta_commits, force)
         pending = data_compaction.pending(table)
     done = []
     for time in pending:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from coordinator.config import CoordinatorConfig
+from coordinator.protocol import compaction_plan
 from coordinator.protocol.locking import held, table_lock
 from coordinator.services import data_compaction
 from coordinator.services.steps import clean, compact_data, recover_table
@@ -132,7 +133,7 @@ def test_updates_go_to_logs_named_for_their_slice_and_a_compaction_folds_them(tm
     assert stat.delta.log_files == (name1.name, name2.name) and stat.prev_commit == name1.base_instant
     assert table.timeline().find(second.instant).action == "deltacommit"
     with held(table_lock(table, CONFIG)):
-        time = data_compaction.schedule(table, force=True)
+        time = compaction_plan.schedule(table, force=True)
     assert time is not None
     staged = data_compaction.execute(table, time)
     again = data_compaction.execute(table, time)  # a retry (or a second worker) adds nothing
@@ -151,7 +152,7 @@ def test_a_write_during_a_pending_compaction_extends_the_slice_it_starts(tmp_pat
     writer.write(batch([1, 4, 2], [1, 4, 2], [1, 1, 1]), "insert")  # 1 and 4 share a group, 2 has its own
     writer.write(batch([1], [10], [2]), "upsert")
     with held(table_lock(table, CONFIG)):
-        time = data_compaction.schedule(table, force=True)
+        time = compaction_plan.schedule(table, force=True)
     during = writer.write(batch([1, 4, 2], [20, 40, 21], [3, 3, 3]), "upsert")
     slices = sorted(parse_data_log(*p.split("/")).base_instant for p in during.files_written)
     assert slices[1] == time and slices[0] < time, "only the planned group's log starts the new slice"
@@ -175,7 +176,7 @@ def test_hudi_rs_limit_hides_logs_written_after_a_compaction_was_scheduled(tmp_p
     writer.write(batch([1], [10], [2]), "upsert")
     assert hudi_rs_snapshot(table) == snapshot(table)
     with held(table_lock(table, CONFIG)):
-        time = data_compaction.schedule(table, force=True)
+        time = compaction_plan.schedule(table, force=True)
     writer.write(batch([4], [40], [3]), "upsert")
     assert snapshot(table) == {1: (10, 2), 4: (40, 3)}
     assert hudi_rs_snapshot(table) == {1: (10, 2), 4: (4, 1)}, "hudi-rs's known limit"
@@ -193,7 +194,7 @@ def test_no_compaction_is_scheduled_while_a_write_is_pending(tmp_path):
     with pytest.raises(SimulatedCrash), simulate("commit.write.file"):
         writer.write(batch([1], [3], [3]), "upsert")
     with held(table_lock(table, CONFIG)):
-        assert data_compaction.schedule(table, force=True) is None
+        assert compaction_plan.schedule(table, force=True) is None
     assert snapshot(table) == {1: (2, 2)}, "the failed write's log is never read"
 
 
@@ -261,7 +262,7 @@ def test_a_compaction_completing_mid_write_conflicts_only_with_logs_of_the_slice
     writer.write(batch([1, 4], [1, 4], [1, 1]), "insert")
     writer.write(batch([1], [10], [2]), "upsert")
     with held(table_lock(table, CONFIG)):
-        time = data_compaction.schedule(table, force=True)
+        time = compaction_plan.schedule(table, force=True)
     staged = data_compaction.execute(table, time)
 
     def complete_compaction(_instant: str) -> None:
@@ -274,7 +275,7 @@ def test_a_compaction_completing_mid_write_conflicts_only_with_logs_of_the_slice
     writer.write(batch([1], [11], [4]), "upsert")
     stale_view = table.view()  # a writer's view from before compaction D was planned
     with held(table_lock(table, CONFIG)):
-        second = data_compaction.schedule(table, force=True)
+        second = compaction_plan.schedule(table, force=True)
     staged = data_compaction.execute(table, second)
     stale = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
     planned = stale.view_and_schema
@@ -282,3 +283,77 @@ def test_a_compaction_completing_mid_write_conflicts_only_with_logs_of_the_slice
     with pytest.raises(ConflictError, match=second):
         stale.write(batch([1], [12], [5]), "upsert", on_begin=complete_compaction)
     assert snapshot(table) == {1: (11, 4), 4: (40, 3)}
+    assert not data_compaction.pending(table)
+
+
+def _stale_writer(table: Table, view) -> LocalWriter:
+    """A writer whose view was read before the latest compaction plan (it planned on the old slices)."""
+    stale = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    planned = stale.view_and_schema
+    stale.view_and_schema = lambda operation, begun: (view, planned(operation, begun)[1])  # type: ignore
+    return stale
+
+
+def test_a_write_to_a_slice_a_pending_compaction_folds_conflicts_with_the_plan(tmp_path):
+    from timeline.errors import ConflictError
+
+    table = new_table(tmp_path)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1, 4], [1, 4], [1, 1]), "insert")
+    writer.write(batch([1], [10], [2]), "upsert")
+    before_plan = table.view()
+    with held(table_lock(table, CONFIG)):
+        time = compaction_plan.schedule(table, force=True)
+    with pytest.raises(ConflictError, match=f"pending compaction {time}"):
+        _stale_writer(table, before_plan).write(batch([4], [40], [3]), "upsert")
+    staged = data_compaction.execute(table, time)
+    with held(table_lock(table, CONFIG)):
+        assert data_compaction.complete(table, staged, CONFIG.max_delta_commits)
+    assert snapshot(table) == {1: (10, 2), 4: (4, 1)}
+
+
+def test_a_compaction_that_would_bury_a_committed_log_is_abandoned(tmp_path, monkeypatch):
+    """The storage-side check: a writer that committed past the conflict check (no valid lock) into a planned
+    slice makes the compaction give up, never lose the write; the next compaction folds it."""
+    import coordinator.protocol.conflicts as conflicts
+    from timeline.errors import ConflictError
+
+    table = new_table(tmp_path)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1, 4], [1, 4], [1, 1]), "insert")
+    writer.write(batch([1], [10], [2]), "upsert")
+    before_plan = table.view()
+    with held(table_lock(table, CONFIG)):
+        time = compaction_plan.schedule(table, force=True)
+    staged = data_compaction.execute(table, time)
+    checked = conflicts.check
+    monkeypatch.setattr(conflicts, "check", lambda *args, **kwargs: None)  # the lost-lock writer checks nothing
+    _stale_writer(table, before_plan).write(batch([4], [40], [3]), "upsert")
+    monkeypatch.setattr(conflicts, "check", checked)
+    with held(table_lock(table, CONFIG)), pytest.raises(ConflictError, match=f"compaction {time} abandoned"):
+        data_compaction.complete(table, staged, CONFIG.max_delta_commits)
+    assert table.timeline().find(time) is None and not any(table.storage.exists(s.path) for s in staged.stats)
+    assert snapshot(table) == {1: (10, 2), 4: (40, 3)}
+    compact_data(table, CONFIG, table_lock(table, CONFIG), force=True)
+    assert snapshot(table) == {1: (10, 2), 4: (40, 3)} and not table.timeline().pending()
+
+
+def test_a_writer_plans_a_due_compaction_and_a_worker_executes_it_while_writes_go_on(tmp_path):
+    from dataclasses import replace
+
+    from coordinator.services.worker import run_worker
+
+    table = new_table(tmp_path)
+    config = replace(CONFIG, schedule_compaction=True, compaction_delta_commits=2)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), config)
+    writer.write(batch([1, 4], [1, 4], [1, 1]), "insert")
+    assert not data_compaction.pending(table), "one delta commit since the start: not due"
+    writer.write(batch([4], [40], [3]), "upsert")
+    (planned,) = data_compaction.pending(table)
+    during = writer.write(batch([1], [11], [4]), "upsert")  # the plan stands; this log starts its slice
+    assert parse_data_log(*during.files_written[0].split("/")).base_instant == planned
+    lines: list[str] = []
+    run_worker(Table.open(table.uri), "compact", config, 0, 1, lines.append)
+    assert f"compacted data {planned}" in lines[0]
+    assert snapshot(table) == {1: (11, 4), 4: (40, 3)}
+    assert not data_compaction.pending(table)

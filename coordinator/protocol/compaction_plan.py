@@ -1,0 +1,68 @@
+"""Scheduling a merge-on-read data table's compaction (Hudi's NUM_COMMITS strategy), under the lock: by
+`tandem compact` and the compaction worker, and by a writer right after its commit when one is due (Hudi's
+`hoodie.compact.schedule.inline`), so that a worker executes it while writers go on
+(`coordinator.services.data_compaction`)."""
+
+from __future__ import annotations
+
+from timeline.crash_points import crash_point, register
+from timeline.errors import TandemError
+from timeline.format import avro_metadata
+from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.avro_metadata import CompactionOperation
+from timeline.format.instant import COMPACTION, DELTA_COMMIT, WRITE_ACTIONS, Instant, State
+from timeline.mor.pending import pending_compactions
+from timeline.table import Table
+
+PLANNED = register("compaction.data.planned", "C.compaction.requested written for the data table")
+DEFAULT_DELTA_COMMITS = 5  # hoodie.compact.inline.max.delta.commits
+
+
+def delta_commits_since_compaction(timeline: ActiveTimeline) -> int:
+    """Delta commits (any state) after the last completed compaction, as Hudi counts them."""
+    done = [i.time for i in timeline.completed() if i.action == COMPACTION]
+    last = done[-1] if done else ""
+    return sum(1 for i in timeline.instants if i.action == DELTA_COMMIT and i.time > last)
+
+
+def pending_writes(timeline: ActiveTimeline) -> list[str]:
+    """Write instants not completed yet: while one is pending, no compaction may be scheduled."""
+    return [i.time for i in timeline.pending() if i.action in WRITE_ACTIONS and i.action != COMPACTION]
+
+
+def plan_operations(table: Table, timeline: ActiveTimeline) -> list[CompactionOperation]:
+    """One operation per latest slice with logs whose group no pending compaction holds."""
+    view = table.view()
+    pending = pending_compactions(timeline)
+    logs = view.slice_logs()
+    operations = []
+    for base in view.latest_base_files():
+        group = (base.partition, base.file_id)
+        found = [log for log in logs.get(group, []) if log.base_instant == base.instant]
+        if not found or group in pending:
+            continue
+        metrics = avro_metadata.slice_metrics(base.size, [log.size for log in found])
+        names = tuple(log.name for log in found)
+        operations.append(CompactionOperation(base.partition, base.file_id, base.instant, base.name, names, metrics))
+    return operations
+
+
+def schedule(table: Table, max_delta_commits: int = DEFAULT_DELTA_COMMITS, force: bool = False) -> str | None:
+    """Under the lock: plan compaction C when due (or `force`); None when not due, a write is pending, or no
+    slice has logs."""
+    if not table.config.merge_on_read:
+        raise TandemError(f"{table.uri} is a copy-on-write table: it has no log files to compact")
+    timeline = table.timeline()
+    if pending_writes(timeline):
+        return None
+    if not force and delta_commits_since_compaction(timeline) < max_delta_commits:
+        return None
+    operations = plan_operations(table, timeline)
+    if not operations:
+        return None
+    time = table.new_instant_time(timeline)
+    plan = avro_metadata.compaction_plan(operations)
+    requested = Instant(time, COMPACTION, State.REQUESTED)
+    timeline.create_requested(requested, avro_metadata.encode("HoodieCompactionPlan", plan))
+    crash_point(PLANNED)
+    return time
