@@ -47,16 +47,19 @@ class VisibleInstants:
     earliest_active: str | None  # None: nothing counts as archived (no archive, or no active timeline)
     undone: frozenset[str]
     as_of: str | None
+    since: str | None = None  # an incremental read's start (exclusive): older blocks are not merged at all
 
     @staticmethod
-    def of(timeline: ActiveTimeline, as_of: str | None) -> VisibleInstants:
+    def of(timeline: ActiveTimeline, as_of: str | None, since: str | None = None) -> VisibleInstants:
         archived = bool(timeline.instants) and bool(timeline.archived_files)
         earliest = timeline.earliest_write_time() if archived else None
         undone = timeline.undone_times() if archived else frozenset()
-        return VisibleInstants(timeline.completed_times(), earliest, undone, as_of)
+        return VisibleInstants(timeline.completed_times(), earliest, undone, as_of, since)
 
     def __contains__(self, instant: str) -> bool:
         if self.as_of is not None and instant > self.as_of:
+            return False
+        if self.since is not None and instant <= self.since:
             return False
         if instant in self.completed:
             return True
@@ -170,9 +173,15 @@ class LogMerge:
 
     @staticmethod
     def of(
-        logs: dict[tuple[str, str], list[DataLog]], timeline: ActiveTimeline, as_of: str | None, precombine: str | None
+        logs: dict[tuple[str, str], list[DataLog]],
+        timeline: ActiveTimeline,
+        as_of: str | None,
+        precombine: str | None,
+        since: str | None = None,
     ) -> LogMerge:
-        return LogMerge(logs, VisibleInstants.of(timeline, as_of), precombine)
+        """`since`: an incremental read, which merges only the blocks of its range (Hudi 0.15's
+        MergeOnReadIncrementalRelation reads only the files the range's commits wrote)."""
+        return LogMerge(logs, VisibleInstants.of(timeline, as_of, since), precombine)
 
     def logs_of(self, partition: str, file_id: str) -> list[DataLog]:
         return self.logs.get((partition, file_id), [])

@@ -192,13 +192,14 @@ def _plan(
         everything = lister.partitions()
         kept = _prune_partitions(table, expr, everything, types)
     files = lister.files(kept if len(kept) < len(everything) else None)
+    # the slices' logs, of every listed group: an incremental read then keeps the groups its range wrote
+    merge = lister.log_merge(files, kept if len(kept) < len(everything) else None, since)
     if since is not None:
         files = _written_since(files, found.timeline, since, until)
     count_pruned: Callable[[], int] = int  # 0: no partition pruned
     if len(kept) < len(everything):
         pruned = sorted(set(everything) - set(kept))
         count_pruned = functools.partial(_count_files, lister, pruned, found.timeline, since, until)
-    merge = lister.log_merge(files, kept if len(kept) < len(everything) else None)
     ranges, stats = _column_stats(table, found.mdt, found.timeline, expr, files, types, schema)
     pruned_by_stats = 0
     if ranges is not None and expr is not None:
@@ -264,9 +265,9 @@ class _Lister:
             self._storage_logs = view.logs
         return self._storage_files
 
-    def log_merge(self, files: pa.Table, partitions: list[str] | None) -> LogMerge | None:
+    def log_merge(self, files: pa.Table, partitions: list[str] | None, since: str | None) -> LogMerge | None:
         """The logs of the latest slices of `files` (listed from `partitions`, None: all), on a merge-on-read
-        table; None on copy-on-write."""
+        table; None on copy-on-write. `since`: an incremental read's start (only its range's blocks merge)."""
         config = self.table.config
         if not config.merge_on_read:
             return None
@@ -281,7 +282,7 @@ class _Lister:
         ]
         timeline = self.found.timeline
         found = slice_logs(latest, logs, self.end, timeline.replaced_file_ids(self.end))
-        return LogMerge.of(found, timeline, self.end, config.precombine_field)
+        return LogMerge.of(found, timeline, self.end, config.precombine_field, since)
 
     def schema(self) -> pa.Schema | None:
         """The stored schema of the newest write's files (`table_schema.stored`); the newest listed file's
