@@ -14,6 +14,16 @@ path); upsert replaces every copy of the record or adds it; delete removes every
 rows without looking up keys (Tandem starts new file groups, so a key inserted twice is there twice: Hudi's writer
 with `hoodie.merge.allow.duplicate.on.inserts=false` could instead merge it into a small file group of the same
 partition); insert_overwrite drops every record of the partitions its rows touch, then adds its rows.
+
+Merge-on-read (`Sequence(..., table_type="MERGE_ON_READ")`): the table has a precombine field `pc` (an int64 whose
+values go up and down), Tandem's writer a random `small_file_limit` (0: updates always go to logs; the default:
+a small file group without logs takes an upsert's new records and is rewritten), and the history mixes
+upserts, deletes and inserts with repeated keys, deletes of absent keys and re-inserts of deleted ones.
+`MorModel` keeps every file group's base file versions and log files and merges them as Hudi 0.15's Spark
+reader does with its default payload (OverwriteWithLatestAvroPayload; docs/hudi-mor-format.md §4-5); where the
+writer put each record (which group, a base file or a log) is read from the commit's write stats and the new
+base files' key columns (the Hudi format, not Tandem's code). Table services are not run on merge-on-read
+histories yet (`MOR_SERVICES_LEFT_OUT`).
 """
 
 from __future__ import annotations
@@ -81,6 +91,21 @@ DATA_COLUMNS = [f.name for f in SCHEMA]
 
 WRITE_OPS = ["upsert", "upsert", "upsert", "insert", "bulk_insert", "delete", "delete", "insert_overwrite"]
 SERVICE_OPS = ["clean", "compact", "archive"]
+
+COPY_ON_WRITE = "COPY_ON_WRITE"
+MERGE_ON_READ = "MERGE_ON_READ"
+PRECOMBINE = "pc"  # merge-on-read histories' precombine (ordering) field
+MOR_SCHEMA = SCHEMA.append(pa.field(PRECOMBINE, pa.int64()))
+MOR_WRITE_OPS = [*["upsert"] * 5, "insert", "bulk_insert", *["delete"] * 3, "insert_overwrite"]
+# What merge-on-read histories leave out until it is merge-on-read aware (data compaction is being written).
+# They run writes only (MDT compaction still happens inside commits, max_delta_commits 2-3) and the same reads
+# as copy-on-write histories: the snapshot, time travel and incremental ranges.
+MOR_SERVICES_LEFT_OUT = (
+    "clean (services.steps.clean, both policies)",
+    "archive (services.steps.archive_table), so no time travel or incremental range over archived instants",
+    "compact as a service (services.steps.compact: MDT compaction, and data compaction on merge-on-read)",
+    "rollback of failed or killed writes (no Sequence makes one yet, copy-on-write neither)",
+)
 
 
 # -- values
@@ -197,6 +222,204 @@ class Model:
         return out
 
 
+# -- the merge-on-read model
+
+DELETED = None  # a log entry that deletes its record
+ABSENT = object()  # no log entry yet
+
+
+@dataclass
+class FileGroup:
+    """One file group as the writer left it: its base file versions and its log files, each with the records
+    the model put there."""
+
+    file_id: str
+    partition: str
+    bases: list[tuple[str, dict]] = field(default_factory=list)  # (instant, {ident: row}), oldest first
+    logs: list[tuple[str, str, dict]] = field(default_factory=list)  # (instant, slice base instant, {ident: row})
+    replaced: str | None = None  # the insert_overwrite that replaced the group
+
+    def base_at(self, time: str) -> tuple[str, dict] | None:
+        """The latest base file version committed at or before `time` (None: the group did not exist)."""
+        found = [b for b in self.bases if b[0] <= time]
+        return found[-1] if found else None
+
+    def live_at(self, time: str) -> bool:
+        return self.base_at(time) is not None and (self.replaced is None or self.replaced > time)
+
+
+def combine(older, newer):
+    """Two log records of one key, the older read first (OverwriteWithLatestAvroPayload.preCombine through
+    HoodieMergedLogRecordScanner): a delete with the natural ordering, as the delete operation writes, always
+    deletes; after a delete the newer record wins; otherwise the older one stays only if its ordering value is
+    strictly greater."""
+    if newer is DELETED or older is DELETED:
+        return newer
+    return older if older[PRECOMBINE] > newer[PRECOMBINE] else newer
+
+
+class MorModel(Model):
+    """Hudi's semantics on a merge-on-read table with OverwriteWithLatestAvroPayload, per file group.
+
+    A group's slice at a time T is its latest base version at or before T with the logs of that slice up to T.
+    Its log records of one key are combined oldest first (`combine`); the result replaces the base row
+    whatever the ordering values (a log record always wins over the base), a delete drops it. A base rewrite
+    (Hudi's merge handle) replaces a record whatever the ordering too.
+
+    An incremental read (b, e] (Hudi 0.15's MergeOnReadIncrementalRelation without the full-scan fallback)
+    builds its file system view from the files the commits in the range wrote: a group whose base at e was
+    written in the range is merged whole, a group whose base is older contributes only its logs written in the
+    range, combined among themselves (deletes dropped, no base); rows are then kept if their commit time is
+    in the range.
+
+    Upserts and deletes are combined first (Hudi's combine before upsert): one record per (key, partition),
+    the one with the largest ordering value, the last of those on a tie.
+    """
+
+    def __init__(self, layout: Layout) -> None:
+        super().__init__(layout)
+        self.groups: dict[str, FileGroup] = {}
+        self.coverage: Counter = Counter()  # which rules the history exercised (reported by tests.java_hudi_long)
+
+    def _note(self, ident: tuple[str, str], group: FileGroup, new) -> None:
+        """Count the rule a new log entry of `ident` in `group` meets (coverage only, nothing is decided here)."""
+        base = group.bases[-1][1].get(ident)
+        chain = ABSENT
+        for _, slice_time, records in group.logs:
+            if slice_time == group.bases[-1][0] and ident in records:
+                chain = records[ident] if chain is ABSENT else combine(chain, records[ident])
+        if new is DELETED:
+            self.coverage["delete of a stored key" if chain is not DELETED else "delete of a deleted key"] += 1
+        elif chain is DELETED:
+            self.coverage["update after a delete (re-insert)"] += 1
+        elif chain is not ABSENT:
+            earlier = chain[PRECOMBINE] > new[PRECOMBINE]
+            self.coverage["log over log, the earlier kept (greater ordering)" if earlier else "log over log"] += 1
+        elif base is not None and base[PRECOMBINE] > new[PRECOMBINE]:
+            self.coverage["log over base, smaller ordering than the base"] += 1
+        else:
+            self.coverage["log over base"] += 1
+
+    def combined(self, op: str, rows: list[dict]) -> dict[tuple[str, str], dict]:
+        out: dict[tuple[str, str], dict] = {}
+        for r in rows:
+            ident = self.ident(r)
+            if op == "delete" or ident not in out or r[PRECOMBINE] >= out[ident][PRECOMBINE]:
+                out[ident] = r
+        return out
+
+    def holders(self, ident: tuple[str, str], time: str) -> list[FileGroup]:
+        """The live groups whose latest base file holds the key (what a simple index finds), at `time`."""
+        found = []
+        for g in self.groups.values():
+            base = g.base_at(time)
+            if g.partition == ident[1] and g.live_at(time) and ident in base[1]:
+                found.append(g)
+        return found
+
+    def apply_mor(self, op: str, rows: list[dict], instant: str, placed: list[dict]) -> list[str]:
+        """Apply one write, given where its commit put records (`Sequence._placed`): each entry a base file
+        ({file_id, partition, kind: "base", written: idents committed at `instant`, keys: every ident}) or a log
+        ({file_id, partition, kind: "log", slice}). Returns what did not fit the model (a writer anomaly)."""
+        anomalies: list[str] = []
+        stamped = [{**r, "_hoodie_commit_time": instant} for r in rows]
+        if op in ("upsert", "delete"):
+            batch = self.combined(op, stamped)
+        else:
+            batch = {}
+            for r in stamped:
+                batch.setdefault(self.ident(r), r)
+        for r in stamped:
+            self.records[self.ident(r)] = [r]
+        before = {i: [g.file_id for g in self.holders(i, instant)] for i in batch}
+        if op == "insert_overwrite":
+            touched = {i[1] for i in batch}
+            for g in self.groups.values():
+                if g.partition in touched and g.replaced is None:
+                    g.replaced = instant
+        written_to: dict[tuple[str, str], set[str]] = {}  # ident -> the groups whose new base holds its record
+        for f in (p for p in placed if p["kind"] == "base"):
+            group = self.groups.setdefault(f["file_id"], FileGroup(f["file_id"], f["partition"]))
+            previous = group.bases[-1][1] if group.bases else {}
+            content = {}
+            for ident in f["keys"]:
+                if ident in f["written"]:
+                    if ident not in batch or op == "delete":
+                        anomalies.append(f"{ident} committed in base file of {f['file_id']} but not written")
+                        continue
+                    content[ident] = batch[ident]
+                    written_to.setdefault(ident, set()).add(f["file_id"])
+                    if ident in previous:
+                        self.coverage["base rewrite replaced a row"] += 1
+                    elif group.bases:
+                        self.coverage["base rewrite took a new record"] += 1
+                elif ident in previous:
+                    content[ident] = previous[ident]
+                else:
+                    anomalies.append(f"{ident} carried into {f['file_id']}, which did not hold it")
+            for ident in previous:
+                if ident not in content:
+                    anomalies.append(f"{ident} dropped by the rewrite of {f['file_id']}")
+            group.bases.append((instant, content))
+        logged = {p["file_id"]: p for p in placed if p["kind"] == "log"}
+        entries: dict[str, dict] = {fid: {} for fid in logged}
+        for ident, r in batch.items():
+            if op in ("insert", "bulk_insert", "insert_overwrite"):
+                if ident not in written_to:
+                    anomalies.append(f"{ident} ({op}) is in no new base file")
+                if op != "insert_overwrite" and before[ident]:
+                    self.coverage["insert of a stored key (another copy)"] += 1
+                continue
+            held = before[ident]
+            if not held:
+                self.coverage["upsert of a new key" if op == "upsert" else "delete of an absent key"] += 1
+            for fid in held:
+                if fid in logged:
+                    entries[fid][ident] = DELETED if op == "delete" else r
+                    self._note(ident, self.groups[fid], entries[fid][ident])
+                elif fid not in written_to.get(ident, ()):
+                    anomalies.append(f"{ident} ({op}) held by {fid}, which this write left alone")
+            if op == "upsert" and not held and ident not in written_to:
+                anomalies.append(f"{ident} (a new record) is in no new base file")
+            if held and written_to.get(ident, set()) - set(held):
+                anomalies.append(f"{ident} ({op}) held by {held} also written to {written_to[ident] - set(held)}")
+        for fid, log in logged.items():
+            if fid not in self.groups:
+                anomalies.append(f"log {log['path']} of an unknown file group")
+                continue
+            if not entries[fid]:
+                anomalies.append(f"log {log['path']} holds no record the model sends there")
+            self.groups[fid].logs.append((instant, log["slice"], entries[fid]))
+        return anomalies
+
+    def _merged(self, group: FileGroup, time: str, since: str | None = None) -> list[dict]:
+        """The group's rows read at `time`; with `since`, its part of an incremental read (since, time]."""
+        if not group.live_at(time):
+            return []
+        base_time, base = group.base_at(time)
+        log_only = since is not None and base_time <= since
+        chain: dict[tuple[str, str], dict | None] = {}
+        for log_time, slice_time, records in group.logs:
+            if slice_time != base_time or log_time > time or (log_only and log_time <= since):
+                continue
+            for ident, r in records.items():
+                chain[ident] = combine(chain[ident], r) if ident in chain else r
+        merged = {} if log_only else dict(base)
+        for ident, r in chain.items():
+            if r is DELETED:
+                merged.pop(ident, None)
+            else:
+                merged[ident] = r
+        return [{**r, "_hoodie_record_key": i[0], "_hoodie_partition_path": i[1]} for i, r in merged.items()]
+
+    def snapshot_at(self, time: str) -> list[dict]:
+        return [r for g in self.groups.values() for r in self._merged(g, time)]
+
+    def incremental(self, since: str, until: str) -> list[dict]:
+        rows = [r for g in self.groups.values() for r in self._merged(g, until, since)]
+        return [r for r in rows if since < r["_hoodie_commit_time"] <= until]
+
+
 # -- one history
 
 
@@ -226,10 +449,8 @@ class Disagreement:
 
     def __str__(self) -> str:
         steps = "\n    ".join(self.history)
-        return (
-            f"seed {self.seed} layout {self.layout}: {self.label}: Java Hudi vs {self.against}: {self.detail}\n"
-            f"  history:\n    {steps}"
-        )
+        sides = "Tandem's writer vs the model" if self.against == "writer" else f"Java Hudi vs {self.against}"
+        return f"seed {self.seed} layout {self.layout}: {self.label}: {sides}: {self.detail}\n  history:\n    {steps}"
 
 
 def diff(java: Counter, other: Counter, limit: int = 4) -> str:
@@ -266,7 +487,18 @@ class Sequence:
         both_metadata: bool = False,
         layout: Layout | None = None,
         hudi_format: bool | None = None,
+        table_type: str = COPY_ON_WRITE,
+        small_file_limit: int | str | None = "random",
+        script: list[tuple[str, list[tuple[int, int]]]] | None = None,
+        rising_ordering: bool = False,
     ) -> None:
+        """`table_type` MERGE_ON_READ: a merge-on-read history (see the module's docstring), its writer's
+        `small_file_limit` 0 or the default (None) at random, unless given. `script`: the writes to make instead of
+        random ones, each (operation, [(id, precombine value), ...]), every record in partition "a".
+        `rising_ordering`: each write's precombine values above every earlier write's (ties and falls only
+        inside one batch), for Hudi 1.x: it reads OverwriteWithLatestAvroPayload as COMMIT_TIME_ORDERING
+        (HoodieTableConfig.inferRecordMergeModeFromPayloadClass), so between log records the later always wins
+        where 0.15 keeps an earlier one with a greater value (pinned by test_java_mor_reads.py)."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.layout = layout or LAYOUTS[seed % len(LAYOUTS)]
@@ -274,12 +506,25 @@ class Sequence:
         self.own_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix=f"java-hudi-{seed}-"))
         self.path = str(self.root / "t")
-        self.steps = steps if steps is not None else self.rng.randint(4, 7)
+        self.mor = table_type == MERGE_ON_READ
+        self.table_type = table_type
+        self.script = script
+        self.rising_ordering = rising_ordering
+        if script is not None:
+            self.steps = len(script)
+        elif steps is not None:
+            self.steps = steps
+        else:  # merge-on-read histories run no services: more writes instead
+            self.steps = self.rng.randint(6, 9) if self.mor else self.rng.randint(4, 7)
         self.both_metadata = both_metadata
         # every other seed keeps its metadata table in Hudi's format: Java's reads with the metadata table on
-        # then list from Tandem's metadata table
-        self.hudi_format = seed % 2 == 1 if hudi_format is None else hudi_format
-        self.model = Model(self.layout)
+        # then list from Tandem's metadata table (a merge-on-read table always keeps it in Hudi's format)
+        self.hudi_format = True if self.mor else seed % 2 == 1 if hudi_format is None else hudi_format
+        self.model = MorModel(self.layout) if self.mor else Model(self.layout)
+        self.schema = MOR_SCHEMA if self.mor else SCHEMA
+        data_columns = [f.name for f in self.schema]
+        self.model_columns = ["_hoodie_commit_time", "_hoodie_record_key", "_hoodie_partition_path", *data_columns]
+        self.reader_columns = [*META, FILE_META, *data_columns]
         self.states: dict[str, Counter] = {}  # instant -> the model's snapshot once it completed
         self.instants: list[str] = []  # completed instants, in order
         self.checked = 0  # instants[:checked] were read already
@@ -290,6 +535,9 @@ class Sequence:
         self.reads = 0
         self.cleans: list[str] = []  # completed clean instants
         self.archived: list[str] = []  # data instants archival moved
+        if self.mor:  # None: the writer's default (a small group without logs takes new records)
+            random_limit = small_file_limit == "random"
+            self.small_file_limit = self.rng.choice([0, None]) if random_limit else small_file_limit
 
     # -- Tandem side
 
@@ -339,20 +587,45 @@ class Sequence:
             idents = self._identities(n, fresh_share=0.15)
         elif op in ("insert", "bulk_insert"):
             idents = self._identities(n, fresh_share=0.9)
-            if idents and self.rng.random() < 0.15:  # a key twice in one insert: Hudi keeps both
+            # a key twice in one insert: Hudi keeps both. Not on merge-on-read: both rows would share one base
+            # file, and Hudi 0.15's RecordMergingFileIterator merges a later log record into the first of them
+            # only (it removes the key from its log records), which this model does not follow
+            if not self.mor and idents and self.rng.random() < 0.15:
                 idents.append(idents[0])
         else:
             idents = self._identities(n, fresh_share=0.4)
-        return [random_row(self.rng, i) for i in idents]
+        rows = [self._row(i) for i in idents]
+        if self.mor and op in ("upsert", "delete") and rows and self.rng.random() < 0.4:
+            for _ in range(self.rng.randint(1, 3)):  # a record again in the batch, another ordering value
+                rows.insert(self.rng.randint(0, len(rows)), self._row(self.rng.choice(idents)))
+        return rows
+
+    def _row(self, ident: tuple) -> dict:
+        row = random_row(self.rng, ident)
+        if self.mor:
+            row[PRECOMBINE] = self.rng.randint(0, 6)  # few values: ties, rises and falls
+            if self.rising_ordering:
+                row[PRECOMBINE] += 10 * len(self.instants)
+        return row
+
+    def _scripted(self, step: int) -> tuple[str, list[dict]]:
+        op, records = self.script[step]
+        rows = []
+        for rid, ordering in records:
+            self.next_id = max(self.next_id, rid)
+            row = random_row(self.rng, (rid, "x", "a", 1))
+            rows.append({**row, PRECOMBINE: ordering} if self.mor else row)
+        return op, rows
 
     def _arrow(self, rows: list[dict]) -> pa.Table:
-        return pa.Table.from_pylist(rows, schema=SCHEMA)
+        return pa.Table.from_pylist(rows, schema=self.schema)
 
     def run(self) -> list[Disagreement]:
-        from coordinator.write.writer import LocalWriter
+        from coordinator.write.writer import LocalWriter, WriteOptions
         from timeline.table import Table
 
         config = self._config()
+        mor = {"precombine_field": PRECOMBINE, "table_type": MERGE_ON_READ} if self.mor else {}
         table = Table.create(
             self.path,
             "t",
@@ -360,35 +633,124 @@ class Sequence:
             list(self.layout.partition_fields),
             hive_style=self.layout.hive_style,
             hudi_format=self.hudi_format,
+            **mor,
         )
         self.table = table
         self.history.append(
             f"Table.create(key={list(self.layout.key_fields)}, partition_by={list(self.layout.partition_fields)}, "
-            f"hive_style={self.layout.hive_style}, hudi_format={self.hudi_format}); "
-            f"config commits_retained={config.commits_retained}"
+            f"hive_style={self.layout.hive_style}, hudi_format={self.hudi_format}"
+            + (f", precombine_field={PRECOMBINE!r}, table_type={MERGE_ON_READ!r}" if self.mor else "")
+            + f"); config commits_retained={config.commits_retained}"
+            + (f"; WriteOptions(small_file_limit={self._limit_text()})" if self.mor else "")
+            + ("; rising ordering values" if self.rising_ordering else "")
         )
-        writer = LocalWriter(table, coordinator=config)
+        options = None
+        if self.mor and self.small_file_limit is not None:
+            options = WriteOptions(small_file_limit=self.small_file_limit)
+        writer = LocalWriter(table, options=options, coordinator=config)
         first = True
-        for _ in range(self.steps):
-            op = "upsert" if first else self.rng.choice(SERVICE_OPS if self.rng.random() < 0.25 else WRITE_OPS)
-            if op in SERVICE_OPS:
-                self._service(op, table, config)
-                continue
-            rows = self._batch(op)
+        for step in range(self.steps):
+            if self.script is not None:
+                op, rows = self._scripted(step)
+            else:
+                if first:
+                    op = "upsert"
+                elif self.mor:
+                    op = self.rng.choice(MOR_WRITE_OPS)
+                else:
+                    op = self.rng.choice(SERVICE_OPS if self.rng.random() < 0.25 else WRITE_OPS)
+                if op in SERVICE_OPS:
+                    self._service(op, table, config)
+                    continue
+                rows = self._batch(op)
             result = writer.write(self._arrow(rows), op)
             first = False
+            if self.mor:
+                self._apply_mor(op, rows, result.instant)
+                continue
             self.model.apply(op, rows, result.instant)
             self._completed(result.instant, f"{op} {len(rows)} row(s) {self._describe(rows)} -> {result.instant}")
         self.flush(final=True)
         return self.disagreements
 
+    def _limit_text(self) -> str:
+        return "default" if self.small_file_limit is None else str(self.small_file_limit)
+
     def _describe(self, rows: list[dict]) -> str:
-        return "[" + ", ".join(f"{self.model.key(r)}@{self.model.partition(r) or '-'}" for r in rows) + "]"
+        def one(r: dict) -> str:
+            text = f"{self.model.key(r)}@{self.model.partition(r) or '-'}"
+            return f"{text} pc={r[PRECOMBINE]}" if self.mor else text
+
+        return "[" + ", ".join(one(r) for r in rows) + "]"
 
     def _completed(self, instant: str, what: str) -> None:
         self.instants.append(instant)
-        self.states[instant] = canon_rows(self.model.snapshot(), MODEL_COLUMNS)
+        if self.mor:
+            self.states[instant] = canon_rows(self.model.snapshot_at(instant), self.model_columns)
+        else:
+            self.states[instant] = canon_rows(self.model.snapshot(), self.model_columns)
         self.history.append(what)
+
+    # -- merge-on-read: where the writer put each record
+
+    def _apply_mor(self, op: str, rows: list[dict], instant: str) -> None:
+        placed = self._placed(instant)
+        anomalies = self.model.apply_mor(op, rows, instant, placed)
+        routes = []
+        for f in placed:
+            group = self.model.groups.get(f["file_id"])
+            if group is None:
+                continue
+            keys = sorted(f["written"]) if f["kind"] == "base" else sorted(group.logs[-1][2])
+            if f["kind"] == "base":
+                kind = "new base" if len(group.bases) == 1 else "rewritten base"
+            else:
+                kind = f"log {f['path'].rsplit('/', 1)[-1].split('.log.')[1]}"
+            records = ", ".join(f"{key}@{partition or '-'}" for key, partition in keys)
+            routes.append(f"{f['file_id'][:8]} {kind} {records}")
+        where = "; ".join(routes) or "no file"
+        self._completed(instant, f"{op} {len(rows)} row(s) {self._describe(rows)} -> {instant} ({where})")
+        for anomaly in anomalies:
+            self._record(f"write {instant}", "writer", anomaly)
+
+    def _placed(self, instant: str) -> list[dict]:
+        """The files a commit wrote, from its write stats (`.hoodie/<instant>.<action>`): each log with the slice it
+        extends, each base file with the (key, partition) of every row in it and of the rows committed now."""
+        import json
+
+        import pyarrow.parquet as pq
+
+        root = Path(self.path)
+        found = [p for p in (root / ".hoodie").glob(f"{instant}.*") if p.suffix in (".deltacommit", ".replacecommit")]
+        if len(found) != 1:
+            raise AssertionError(f"no completed instant file for {instant}: {found}")
+        stats = json.loads(found[0].read_text()).get("partitionToWriteStats") or {}
+        placed = []
+        for partition_stats in stats.values():
+            for stat in partition_stats:
+                path, file_id, partition = stat["path"], stat["fileId"], stat["partitionPath"] or ""
+                name = path.rsplit("/", 1)[-1]
+                if name.startswith(".") and ".log." in name:
+                    slice_time = name[len(file_id) + 2 :].split(".log.", 1)[0]
+                    placed.append(
+                        {"kind": "log", "file_id": file_id, "partition": partition, "path": path, "slice": slice_time}
+                    )
+                    continue
+                columns = ["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"]
+                keys = pq.read_table(root / path, columns=columns).to_pylist()
+                idents = [(r["_hoodie_record_key"], r["_hoodie_partition_path"]) for r in keys]
+                written = {i for i, r in zip(idents, keys, strict=True) if r["_hoodie_commit_time"] == instant}
+                placed.append(
+                    {
+                        "kind": "base",
+                        "file_id": file_id,
+                        "partition": partition,
+                        "path": path,
+                        "keys": idents,
+                        "written": written,
+                    }
+                )
+        return placed
 
     def _service(self, op: str, table, config) -> None:
         from coordinator.protocol.locking import table_lock
@@ -529,6 +891,13 @@ class Sequence:
         return first.strftime("%Y%m%d%H%M%S%f")[:17]
 
     def _incremental(self, begin: str, end: str, md: bool) -> Check:
+        if self.mor:
+            return Check(
+                f"incremental ({begin}, {end}] md={md}",
+                Read(self.path, "incremental", begin=begin, end=end, metadata=md),
+                canon_rows(self.model.incremental(begin, end), self.model_columns),
+                {"since": begin, "until": end},
+            )
         state = self.states[end]
         expected = Counter({row: n for row, n in state.items() if begin < dict(row)["_hoodie_commit_time"] <= end})
         options = {}
@@ -574,14 +943,14 @@ class Sequence:
                 continue
             java_rows = table_rows(answer)
             if check.expected is not None:
-                got = canon_rows(java_rows, MODEL_COLUMNS)
+                got = canon_rows(java_rows, self.model_columns)
                 if got != check.expected:
                     self._record(check.label, "model", diff(got, check.expected))
             if tandem_error is not None:
                 self._record(check.label, "tandem", f"Tandem failed: {tandem_error}")
             elif tandem_rows is not None:
-                got = canon_rows(java_rows, READER_COLUMNS)
-                theirs = canon_rows(tandem_rows, READER_COLUMNS)
+                got = canon_rows(java_rows, self.reader_columns)
+                theirs = canon_rows(tandem_rows, self.reader_columns)
                 if got != theirs:
                     self._record(check.label, "tandem", diff(got, theirs))
 
