@@ -107,6 +107,12 @@ def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
 @click.option("--providers", default="file,zookeeper,dynamodb", show_default=True, help="lost-lock: lock providers.")
 @click.option("--points", default="all", show_default=True, help="lost-lock: crash points A is frozen at (comma list).")
 @click.option("--variants", default="all", show_default=True, help="lost-lock: expiry, force-release, disjoint.")
+@click.option(
+    "--table-types",
+    default="COPY_ON_WRITE",
+    show_default=True,
+    help="lost-lock: COPY_ON_WRITE, MERGE_ON_READ or all (data compaction points run on merge-on-read only).",
+)
 @click.option("--seeds", default=100, show_default=True, help="junk, mdt-fuzz: generated tables from --seed on.")
 @click.option("--jobs", default=2, show_default=True, help="Schedules run side by side (they mostly wait on leases).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write JSON here.")
@@ -124,6 +130,7 @@ def run(
     providers: str,
     points: str,
     variants: str,
+    table_types: str,
     seeds: int,
     jobs: int,
     report_path: str | None,
@@ -133,7 +140,7 @@ def run(
 ) -> None:
     """Explore every crash state of the single-writer scenarios and run the schedules; exit 1 on any violation."""
     from chaos.enumerator import CrashState
-    from chaos.lost_lock import POINTS, PROVIDERS, VARIANTS, plan
+    from chaos.lost_lock import POINTS, PROVIDERS, TABLE_TYPES, VARIANTS, plan
     from chaos.scenarios import SCENARIOS
 
     names = _scenario_names(scenario, list(SCENARIOS))
@@ -143,6 +150,7 @@ def run(
         _csv(providers, PROVIDERS, "provider"),
         _csv(points, POINTS, "point"),
         _csv(variants, VARIANTS, "variant"),
+        tuple(_csv(table_types if table_types == "all" else table_types.upper(), TABLE_TYPES, "table type")),
     )
     for label in states:
         try:

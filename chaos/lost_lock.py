@@ -82,7 +82,15 @@ COMPACTION_POINTS = (  # `tandem compact`: sealing, planning, publishing and com
     "mdt.compaction.base",
     "mdt.compaction.complete",
 )
-POINTS = WRITER_POINTS + ROLLBACK_POINTS + CLEAN_POINTS + COMPACTION_POINTS
+DATA_COMPACTION_POINTS = (  # a merge-on-read table's compaction: planned and completed under the lock, written outside
+    "compaction.data.planned",
+    "compaction.data.base",
+    "compaction.data.mdt",
+    "compaction.data.complete",
+)
+POINTS = WRITER_POINTS + ROLLBACK_POINTS + CLEAN_POINTS + COMPACTION_POINTS + DATA_COMPACTION_POINTS
+COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
+TABLE_TYPES = (COPY_ON_WRITE, MERGE_ON_READ)
 CONTRACT_EXITS = (0, 3, 4)  # done, aborted by a conflict, lock not had or lost: what a lost lock may end in
 REPRESENTATIVE_POINTS = ("commit.begin.requested", "commit.locked", "commit.finalize", "commit.mdt")
 LONG_LEASE_MS = 30000  # `force-release`: outlasts the schedule, so only the operator frees the lock
@@ -138,10 +146,12 @@ class Schedule:
     provider: str
     point: str
     variant: str
+    table_type: str = COPY_ON_WRITE
 
     @property
     def label(self) -> str:
-        return f"{self.provider}/{self.point}/{self.variant}"
+        on = "/mor" if self.table_type == MERGE_ON_READ else ""
+        return f"{self.provider}/{self.point}/{self.variant}{on}"
 
     @property
     def lease_ms(self) -> int:
@@ -154,11 +164,22 @@ class Schedule:
     @property
     def actor(self) -> str:
         """What process A is: a writer, `tandem recover` (of an orphan), `tandem clean` or `tandem compact`."""
-        return {"commit": "writer", "rollback": "recover", "clean": "clean", "mdt": "compact"}[self.point.split(".")[0]]
+        kinds = {"commit": "writer", "rollback": "recover", "clean": "clean", "mdt": "compact", "compaction": "compact"}
+        return kinds[self.point.split(".")[0]]
 
 
-def plan(providers: list[str], points: list[str], variants: list[str]) -> list[Schedule]:
-    return [Schedule(p, point, v) for p in providers for point in points for v in variants]
+def plan(
+    providers: list[str], points: list[str], variants: list[str], table_types: tuple[str, ...] = (COPY_ON_WRITE,)
+) -> list[Schedule]:
+    """Every combination; a data compaction's points only on merge-on-read tables (the only ones it runs on)."""
+    return [
+        Schedule(p, point, v, kind)
+        for kind in table_types
+        for p in providers
+        for point in points
+        if kind == MERGE_ON_READ or point not in DATA_COMPACTION_POINTS
+        for v in variants
+    ]
 
 
 @dataclass
@@ -233,8 +254,9 @@ def _let_lock_lapse(run: Run, variant: str) -> None:
 
 
 def _prepare(run: Run, schedule: Schedule) -> list[Write]:
-    """The table's history before A: an insert; two upserts for a clean; an orphan for a rollback."""
-    Table.create(run.base, TABLE_NAME, ["id"], ["part"])
+    """The table's history before A: an insert; two upserts for a clean or a compaction (on a merge-on-read
+    table, logs); an orphan for a rollback."""
+    Table.create(run.base, TABLE_NAME, ["id"], ["part"], table_type=schedule.table_type)
     history = [run.setup_write("seed", "insert")]
     if schedule.actor in ("clean", "compact"):
         history += [run.setup_write("u1", "upsert"), run.setup_write("u2", "upsert")]
@@ -305,7 +327,8 @@ def run_schedule(schedule: Schedule, endpoints: Endpoints, work: Path, use_hudi:
         if result.recover_exit != 0:
             violations.append(Violation("3-recovery-failed", recover_said))
         table = Table.open(run.base)
-        violations += check_table(table, "id", None, use_hudi) + check_history(table, history)
+        hudi_rs = use_hudi and schedule.table_type == COPY_ON_WRITE  # hudi-rs merges no precombine-less MOR table
+        violations += check_table(table, "id", None, hudi_rs) + check_history(table, history)
         result.violations = [v.to_dict() for v in violations]
     except Exception as err:  # a schedule that cannot be built is reported, and the others still run
         result.error = harness_error(err)

@@ -30,6 +30,8 @@ from chaos.checker import Write, check_history
 from chaos.lost_lock import (
     CLEAN_POINTS,
     COMPACTION_POINTS,
+    DATA_COMPACTION_POINTS,
+    MERGE_ON_READ,
     REPRESENTATIVE_POINTS,
     ROLLBACK_POINTS,
     WRITER_POINTS,
@@ -56,6 +58,8 @@ SCHEDULES = (
     + plan(["file"], list(REPRESENTATIVE_POINTS), ["force-release"])
     + plan(["file"], list(ROLLED_BACK_WHILE_FROZEN), ["disjoint"])
     + plan(["zookeeper", "dynamodb"], list(REPRESENTATIVE_POINTS), ["expiry", "force-release"])
+    # merge-on-read: a writer's logs and a data compaction (planned, written outside the lock, completed)
+    + plan(["file"], ["commit.locked", "commit.mdt", *DATA_COMPACTION_POINTS], ["expiry"], (MERGE_ON_READ,))
 )
 
 
