@@ -371,7 +371,16 @@ def _summary(results: list) -> None:
 @click.option("--seed", default=0, show_default=True, help="Seeds the fault schedule.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write JSON here.")
 @click.option("--s3", "on_s3", is_flag=True, help="The table on s3:// (a loopback moto endpoint of its own).")
-def nemesis(lock_service: str, duration_s: float, seed: int, report_path: str | None, on_s3: bool) -> None:
+@click.option(
+    "--table-type",
+    type=click.Choice(["COPY_ON_WRITE", "MERGE_ON_READ"], case_sensitive=False),
+    default="COPY_ON_WRITE",
+    show_default=True,
+    help="MERGE_ON_READ: updates go to logs, which the compaction worker folds beside the writers.",
+)
+def nemesis(
+    lock_service: str, duration_s: float, seed: int, report_path: str | None, on_s3: bool, table_type: str
+) -> None:
     """3 writers + clean and compaction workers under kills, pauses and lock-service faults; exit 1 on violations."""
     from chaos.nemesis import run_nemesis
 
@@ -385,7 +394,7 @@ def nemesis(lock_service: str, duration_s: float, seed: int, report_path: str | 
             faults = f"kills {report.kills} pauses {report.pauses} lock faults {report.lock_service_faults}"
             progress.update(task, completed=min(elapsed, duration_s), faults=faults)
 
-        report = run_nemesis(lock_service, duration_s, seed, on_tick=tick, s3=on_s3)
+        report = run_nemesis(lock_service, duration_s, seed, on_tick=tick, s3=on_s3, table_type=table_type.upper())
         progress.update(task, completed=duration_s)
     where = f"{report.lock_service}, {report.storage} table"
     table = RichTable("", "count", title=f"nemesis on {where}: {report.seconds:g} s")

@@ -357,3 +357,25 @@ def test_a_writer_plans_a_due_compaction_and_a_worker_executes_it_while_writes_g
     assert f"compacted data {planned}" in lines[0]
     assert snapshot(table) == {1: (11, 4), 4: (40, 3)}
     assert not data_compaction.pending(table)
+
+
+def test_a_temp_file_a_killed_log_write_left_in_the_metadata_table_is_no_log(tmp_path):
+    """Found by the nemesis: a process killed inside create-if-absent leaves `<log name>.<uuid>.tmp`; Hudi's
+    log-name pattern matches its start, so it was listed as a log and a compaction planned it."""
+    import uuid
+
+    from coordinator.services.steps import compact
+    from timeline.mdt.file_slices import list_file_groups
+
+    table = new_table(tmp_path)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1, 4], [1, 4], [1, 1]), "insert")
+    writer.write(batch([1], [10], [2]), "upsert")
+    mdt = table.metadata().storage
+    log = next(e.path for e in mdt.list_files("files") if ".log." in e.path)
+    mdt.write_bytes(f"{log}.{uuid.uuid4().hex}.tmp", mdt.read_bytes(log)[:40])
+    listed = [g.path for group in list_file_groups(mdt, "files") for s in group.slices.values() for g in s.logs]
+    assert listed and not any(path.endswith(".tmp") for path in listed)
+    report = compact(table, CONFIG, table_lock(table, CONFIG), force=True)
+    assert report.compacted and report.data_compacted
+    assert snapshot(table) == {1: (10, 2), 4: (4, 1)}

@@ -92,7 +92,8 @@ def _list_file_groups(mdt: Storage, partition: str) -> list[FileGroup]:
                 found.base_file, found.base_size = f"{partition}/{name}", int(info.size or 0)
             continue
         log = parse_log_name(name) if ".log." in name and not name.endswith(".crc") else None
-        if log is not None and log.extension == ".log" and not log.suffix:
+        # exactly a log's name: a temp file a killed create-if-absent left (`<log name>.<uuid>.tmp`) is no log
+        if log is not None and log.name == name and log.extension == ".log" and not log.suffix:
             group = groups.setdefault(log.file_id, FileGroup(partition, log.file_id))
             group.slice(log.base_instant).logs.append(LogFile(f"{partition}/{name}", log, int(info.size or 0)))
     for group in groups.values():
