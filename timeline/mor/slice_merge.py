@@ -16,14 +16,16 @@ as unreadable, never read past.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from fastavro.schema import SchemaParseException
 
-from timeline.errors import BadInputError, UnreadableDataFileError
+from timeline.errors import BadInputError, CorruptInstantError, UnreadableDataFileError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_schema import avro_to_arrow
 from timeline.format.data_logs import DataLog
@@ -35,6 +37,15 @@ from timeline.io.storage import Storage
 
 IS_DELETED = "_hoodie_is_deleted"
 NATURAL_ORDER = ("IntWrapper", 0)  # a delete that removes the key whatever it held
+_WRAPPERS = {
+    "int": "IntWrapper",
+    "long": "LongWrapper",
+    "float": "FloatWrapper",
+    "double": "DoubleWrapper",
+    "string": "StringWrapper",
+    "boolean": "BooleanWrapper",
+    "bytes": "BytesWrapper",
+}
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,7 @@ class _Latest:
     record: dict | None
     ordering: Any
     schema: str | None
+    wrapper: str | None = None  # the Java class of `ordering` as Hudi wraps it (IntWrapper, LongWrapper, ...)
 
 
 def _greater(older: Any, newer: Any) -> bool:
@@ -106,13 +118,30 @@ def valid_blocks(storage: Storage, logs: Sequence[DataLog], visible: VisibleInst
                     f"log file {log.path} holds a {block.kind.name}; data tables are read from Avro data and "
                     "delete blocks"
                 )
+            elif "INSTANT_TIME" not in block.header:
+                raise UnreadableDataFileError(f"log file {log.path}: a {block.kind.name} without INSTANT_TIME")
             elif instant in visible:
                 queued.append(block)
     return queued
 
 
+def _wrapper_of(schema: str, field: str | None) -> str | None:
+    """The wrapper Java puts a record's ordering value in (HoodieAvroUtils.wrapValueIntoAvro picks it by the
+    value's Java class, which the field's Avro type decides); None when the field is not a plain one."""
+    if field is None:
+        return None
+    for entry in json.loads(schema).get("fields", []):
+        if entry.get("name") == field:
+            kind = entry["type"]
+            kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
+            kind = kind.get("type") if isinstance(kind, dict) else kind
+            return _WRAPPERS.get(kind)
+    return None
+
+
 def merged_log_records(blocks: Iterable[LogBlock], precombine: str | None) -> dict[str, _Latest]:
-    """Each key's newest state after the blocks, by the log-against-log rules above."""
+    """Each key's newest state after the blocks, by the log-against-log rules above. A delete keeps an earlier
+    record only when their ordering values are of one Java class (`ReflectionUtils.isSameClass`)."""
     latest: dict[str, _Latest] = {}
     for block in blocks:
         try:
@@ -122,17 +151,26 @@ def merged_log_records(blocks: Iterable[LogBlock], precombine: str | None) -> di
                     value = None if ordering is None else ordering[1]
                     older = latest.get(key)
                     natural = ordering is None or tuple(ordering) == NATURAL_ORDER
-                    if older is None or older.record is None or natural or not _greater(older.ordering, value):
+                    kept = (
+                        older is not None
+                        and older.record is not None
+                        and not natural
+                        and older.wrapper == ordering[0]
+                        and _greater(older.ordering, value)
+                    )
+                    if not kept:
                         latest[key] = _Latest(None, value, None)
                 continue
+            records = avro_records(block)
             schema = block.header["SCHEMA"]
-            for record in avro_records(block):
+            wrapper = _wrapper_of(schema, precombine)
+            for record in records:
                 key = record.get(RECORD_KEY) or ""
                 ordering = record.get(precombine) if precombine else None
                 older = latest.get(key)
                 if older is None or older.record is None or not _greater(older.ordering, ordering):
-                    latest[key] = _Latest(record, ordering, schema)
-        except HudiLogError as err:
+                    latest[key] = _Latest(record, ordering, schema, wrapper)
+        except (HudiLogError, ValueError, KeyError, TypeError, SchemaParseException) as err:
             raise UnreadableDataFileError(f"a log block at offset {block.offset} could not be read ({err})") from err
     return latest
 
@@ -151,7 +189,10 @@ def merge_slice(base: pa.Table, latest: dict[str, _Latest], schema: pa.Schema | 
             by_schema.setdefault(state.schema or "", []).append(state.record)
     parts = [untouched]
     for text, records in by_schema.items():
-        log_schema = avro_to_arrow(text, "a log block's schema")
+        try:
+            log_schema = avro_to_arrow(text, "a log block's schema")
+        except CorruptInstantError as err:
+            raise UnreadableDataFileError(str(err)) from err
         parts.append(pa.Table.from_pylist(records, schema=log_schema))
     try:
         target = schema if schema is not None else union(p.schema for p in parts)
