@@ -6,9 +6,10 @@ these checks, on a timeline read at the moment of deletion, decide:
 - undoing instant T deletes a file only when the file's own name carries T and T
   is neither completed nor archived (no completed instant can reference a file
   named for an instant that never completed: every write names its files for
-  itself); a merge-on-read log file, whose name carries its slice's instant,
-  only when every block in it is whole and names T in its header (Tandem
-  writes a log whole, one per instant, never appended to);
+  itself); a merge-on-read log, whose name carries its slice's instant and may
+  be taken again by the next writer once deleted, is never deleted by an undo:
+  a rollback appends a command block naming T to a log of its own after every
+  log whose blocks are all T's;
 - a clean deletes a file only when its instant is completed and a newer completed
   version of its file group (or a completed replace of the group) supersedes it,
   within the plan's retention; a log file when a completed base file newer than
@@ -70,25 +71,30 @@ def _log_written_by(storage: Storage, path: str, time: str) -> bool:
     return bool(blocks) and all(not b.corrupt and b.header.get("INSTANT_TIME") == time for b in blocks)
 
 
-def written_by(storage: Storage, path: str, time: str) -> bool:
-    """Whether `path` is a data file instant `time` wrote: a base file named for it, or a log of its blocks."""
-    base = _base_file(path)
-    if base is not None:
-        return base.instant == time
-    return _data_log(path) is not None and _log_written_by(storage, path, time)
+def logs_written_by(storage: Storage, time: str, paths: Iterable[str]) -> list[str]:
+    """The merge-on-read logs among `paths` that hold blocks of instant `time` only, every one whole."""
+    return sorted(p for p in set(paths) if _data_log(p) is not None and _log_written_by(storage, p, time))
 
 
 def undoable(timeline: ActiveTimeline, time: str, paths: Iterable[str]) -> list[str]:
-    """The paths that undoing instant `time` may delete; `timeline` must be read after `time` was decided."""
-    paths = sorted(set(paths))
+    """The base files among `paths` that undoing instant `time` may delete; `timeline` must be read after
+    `time` was decided. Logs are never among them: a log's name carries no instant and the next writer of its
+    slice may take a deleted log's name, so a second undoer of `time` would delete that writer's file; a
+    rollback appends a command block instead (`logs_written_by`), and only the writer's own finalize deletes
+    a log of its retried tasks (`orphan_logs`)."""
+    paths = sorted(p for p in set(paths) if _data_log(p) is None)
     if timeline.is_completed_or_archived(time):
         refuse(paths, f"instant {time} is completed or archived")
         return []
-    storage = timeline.storage
-    paths = [p for p in paths if _data_log(p) is None or storage.exists(p)]  # a log never created: nothing to undo
-    mine = [p for p in paths if written_by(storage, p, time)]
+    mine = [p for p in paths if (f := _base_file(p)) is not None and f.instant == time]
     refuse(sorted(set(paths) - set(mine)), f"not written by instant {time}")
     return mine
+
+
+def orphan_logs(storage: Storage, time: str, marked: Iterable[str], kept: Iterable[str]) -> list[str]:
+    """Logs instant `time` (pending, completing in this process) wrote under markers that its write stats do not
+    name (a retried task's): deleted by its finalize before its decision, or they would count once it commits."""
+    return logs_written_by(storage, time, set(marked) - set(kept))
 
 
 def cleanable(

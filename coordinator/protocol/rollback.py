@@ -33,11 +33,13 @@ from timeline.format.instant import ROLLBACK, Instant, State
 from timeline.format.table_config import read_config
 from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import records as mdt_records
+from timeline.mor.rollback_logs import write_rollback_log
 from timeline.table import HEARTBEAT_DIR, Table
 
 PLANNED = register("rollback.planned", "R.rollback.requested written")
 STARTED = register("rollback.inflight", "R.rollback.inflight written")
 FILES_DELETED = register("rollback.files", "the rolled-back instant's data files deleted")
+COMMANDS_WRITTEN = register("rollback.commands", "command blocks after the rolled-back instant's logs written")
 MDT_ROLLED_BACK = register("rollback.mdt", "the instant rolled back in the metadata table")
 MDT_MIRRORED = register("rollback.mdt.mirror", "MDT deltacommit R written")
 INSTANT_REMOVED = register("rollback.instant", "the rolled-back instant's files removed")
@@ -52,7 +54,7 @@ def files_of(table: Table, time: str) -> list[str]:
     listed = list_table_files(table.storage)
     found = [f.path for f in parse_listing(listed) if f.instant == time]
     if table.config.merge_on_read:  # a log's name carries no instant: its blocks say who wrote it
-        found += [g.path for g in parse_log_listing(listed) if provenance.written_by(table.storage, g.path, time)]
+        found += provenance.logs_written_by(table.storage, time, [g.path for g in parse_log_listing(listed)])
     return sorted(found)
 
 
@@ -76,8 +78,12 @@ def rollback(table: Table, target: Instant) -> str | None:
     if current.is_completed:
         raise TandemError(f"{target.time} completed without a commit decision; refusing to roll it back")
     time = table.new_instant_time(timeline)
-    paths = provenance.undoable(timeline, target.time, files_of(table, target.time))
-    plan = action_metadata.rollback_plan(target.time, target.action, dict(sorted(group_by_partition(paths).items())))
+    written = files_of(table, target.time)
+    paths = provenance.undoable(timeline, target.time, written)
+    logs = provenance.logs_written_by(table.storage, target.time, written)
+    plan = action_metadata.rollback_plan(
+        target.time, target.action, group_by_partition(paths), group_by_partition(logs)
+    )
     requested = timeline.create_requested(
         Instant(time, ROLLBACK, State.REQUESTED), avro_metadata.encode("HoodieRollbackPlan", plan)
     )
@@ -104,30 +110,58 @@ def resume(table: Table, rollback_instant: Instant) -> bool:
     if rollback_instant.state == State.REQUESTED:
         timeline.transition_to_inflight(rollback_instant)
         crash_point(STARTED)
-    planned = [p for request in plan["RollbackRequests"] or [] for p in request["filesToBeDeleted"]]
+    requests = plan["RollbackRequests"] or []
+    planned = [p for request in requests for p in request["filesToBeDeleted"]]
     paths = provenance.undoable(table.timeline(), target["commitTime"], planned)  # read after the claim
     for path in paths:
         table.storage.delete(path)
     crash_point(FILES_DELETED)
     mdt = table.metadata()
+    commands = _command_blocks(table, rollback_instant.time, victim, requests)
     if mdt.exists():
         deltacommit.rollback(mdt, target["commitTime"], timeline)
         crash_point(MDT_ROLLED_BACK)
-        mirror_deltacommit(table, timeline, rollback_instant.time, paths)
+        mirror_deltacommit(table, timeline, rollback_instant.time, paths, commands)
         crash_point(MDT_MIRRORED)
     timeline.delete_instant_files(target["commitTime"], target["action"])
     table.storage.delete_dir(markers.marker_dir(target["commitTime"]))
     table.storage.discard(f"{HEARTBEAT_DIR}/{target['commitTime']}")
     crash_point(INSTANT_REMOVED)
     millis = int((clock.time() - started) * 1000)
-    metadata = action_metadata.rollback_metadata(rollback_instant.time, millis, target, group_by_partition(paths))
+    by_partition: dict[str, dict[str, int]] = {}
+    for path, size in commands.items():
+        by_partition.setdefault(path.rpartition("/")[0], {})[path] = size
+    metadata = action_metadata.rollback_metadata(
+        rollback_instant.time, millis, target, group_by_partition(paths), by_partition
+    )
     timeline.complete(rollback_instant, avro_metadata.encode("HoodieRollbackMetadata", metadata))
     crash_point(COMPLETED)
     return True
 
 
-def mirror_deltacommit(table: Table, timeline: ActiveTimeline, time: str, deleted: list[str]) -> None:
-    """Apply MDT deltacommit `time` for deleted files once: tombstones in `files` and in every index partition.
+def _command_blocks(table: Table, rollback_time: str, victim: str, requests: list[dict]) -> dict[str, int]:
+    """The rollback's command-block logs (path -> size), one after each planned log still proved the victim's.
+    Written once: when the MDT already holds deltacommit R a crash came after they were written and mirrored."""
+    planned = [p for request in requests for p in (request.get("logBlocksToBeDeleted") or {})]
+    if not planned:
+        return {}
+    mdt = table.metadata()
+    found = mdt.timeline().find(rollback_time) if mdt.exists() else None
+    if found is not None and found.is_completed:
+        return {}
+    logs = provenance.logs_written_by(table.storage, victim, planned)
+    provenance.refuse(sorted(set(planned) - set(logs)), f"no log of instant {victim}: no command block")
+    written = dict(write_rollback_log(table.storage, log, rollback_time, victim) for log in logs)
+    table.storage.sync_dirs({path.rpartition("/")[0] for path in written})
+    crash_point(COMMANDS_WRITTEN)
+    return written
+
+
+def mirror_deltacommit(
+    table: Table, timeline: ActiveTimeline, time: str, deleted: list[str], added: dict[str, int] | None = None
+) -> None:
+    """Apply MDT deltacommit `time` for deleted files once: tombstones in `files` and in every index partition;
+    `added`: files the action wrote (a rollback's command-block logs, path -> size).
 
     A retry after a partial attempt appends the same records again: claimed log
     versions are never deleted, and applying the same tombstones twice is idempotent.
@@ -137,5 +171,6 @@ def mirror_deltacommit(table: Table, timeline: ActiveTimeline, time: str, delete
     if existing is not None and existing.is_completed:
         return
     indexes = read_config(table.storage).metadata_indexes
-    records, tombstones = mdt_records.from_deleted_paths(deleted), mdt_indexes.tombstones(deleted, indexes)
+    records = mdt_records.from_changed_paths(added or {}, deleted)
+    tombstones = mdt_indexes.tombstones(deleted, indexes)
     deltacommit.apply(mdt, time, records, index_records=tombstones)

@@ -22,7 +22,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.mdt import deltacommit, index_build
 from coordinator.mdt.bootstrap import finish_interrupted_initialization, initialize, migrate, needs_migration
 from coordinator.mdt.maintenance import housekeeping
-from coordinator.protocol import compaction_plan, conflicts, markers, provenance
+from coordinator.protocol import compaction_plan, conflicts, markers, provenance, rollback
 from coordinator.protocol.archival import archive
 from coordinator.protocol.heartbeat import Heartbeat, is_expired
 from coordinator.protocol.locking import held, table_lock
@@ -223,7 +223,10 @@ class Transaction:
     def finalize(self, metadata: CommitMetadata, timeline: ActiveTimeline) -> None:
         """Delete files under markers that the write stats do not name (retried tasks), if T wrote them."""
         keep = {s.path for s in metadata.write_stats()}
-        for path in provenance.undoable(timeline, self.time, [p for p in self.marked_files() if p not in keep]):
+        marked = self.marked_files()
+        for path in provenance.undoable(timeline, self.time, [p for p in marked if p not in keep]):
+            self.table.storage.discard(path)
+        for path in provenance.orphan_logs(self.table.storage, self.time, marked, keep):
             self.table.storage.discard(path)
         crash_point(COMMIT_FINALIZED)
 
@@ -367,7 +370,12 @@ class Transaction:
         # heartbeat) deletes the markers, then a file may still land.
         metadata = self._outcome.metadata if self._outcome is not None else self.metadata
         ours = set(self._markers) | {s.path for s in metadata.write_stats()}
-        for path in provenance.undoable(self.table.timeline(), self.time, set(self.marked_files()) | ours):
+        written = set(self.marked_files()) | ours
+        if provenance.logs_written_by(self.table.storage, self.time, written):  # command blocks need an instant
+            rollback.rollback(self.table, self.instant)
+            self.undone = True
+            return
+        for path in provenance.undoable(self.table.timeline(), self.time, written):
             self.table.storage.discard(path)
         mdt = self.table.metadata()
         if mdt.exists():

@@ -38,7 +38,7 @@ from timeline.format.data_logs import DataLog, parse_data_log
 from timeline.format.file_names import base_file_name, parse_base_file
 from timeline.format.instant import COMPACTION, Instant, State
 from timeline.format.meta_fields import FILE_NAME, META_COLUMNS
-from timeline.hudi_log import read_blocks
+from timeline.hudi_log import BlockType, read_blocks
 from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import records as mdt_records
 from timeline.mdt.reader import MetadataReader
@@ -51,6 +51,7 @@ BASE_WRITTEN = register("compaction.data.base", "the compacted base files writte
 MDT_MIRRORED = register("compaction.data.mdt", "MDT deltacommit C completed, data C not yet")
 COMPLETED = register("compaction.data.complete", "C.commit completed")
 
+RECORD_BLOCKS = (BlockType.AVRO_DATA_BLOCK, BlockType.DELETE_BLOCK)
 COMPACTION_TOKEN = "0-0-0"  # every attempt names a slice's new base file the same
 
 
@@ -160,9 +161,11 @@ def _landed_after_plan(table: Table, timeline: ActiveTimeline, time: str) -> str
         if op is None or log.base_instant != op.base_instant or log.name in op.log_files:
             continue
         try:
-            writers = {b.header.get("INSTANT_TIME", "") for b in read_blocks(table.storage.read_bytes(log.path))}
+            blocks = read_blocks(table.storage.read_bytes(log.path))
         except FileNotFoundError:
             continue
+        # records only: a rollback's command block adds none (it names a write that never completes)
+        writers = {b.header.get("INSTANT_TIME", "") for b in blocks if b.kind in RECORD_BLOCKS}
         for writer in writers:
             found = timeline.find(writer)
             if timeline.is_completed_or_archived(writer) or (found is not None and not found.is_completed):

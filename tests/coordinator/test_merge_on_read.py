@@ -21,6 +21,7 @@ from tests.conftest import tandem
 from timeline.crash_points import SimulatedCrash, simulate
 from timeline.format.data_logs import parse_data_log
 from timeline.format.fs_view import list_table_files
+from timeline.mdt.reader import MetadataReader
 from timeline.query.reader import read_plan, read_view
 from timeline.query.scan import plan_scan
 from timeline.table import Table
@@ -198,7 +199,11 @@ def test_no_compaction_is_scheduled_while_a_write_is_pending(tmp_path):
     assert snapshot(table) == {1: (2, 2)}, "the failed write's log is never read"
 
 
-def test_a_failed_delta_commit_is_rolled_back_by_its_own_log_only(tmp_path):
+def test_a_failed_delta_commit_is_rolled_back_by_a_command_block_after_its_log(tmp_path):
+    """Hudi's rollback of a log: the failed log stays (its name must not be freed for the next writer while
+    another undoer may still act on it) and a new log in its slice holds a command block naming the instant."""
+    from timeline.hudi_log import read_blocks, rollback_target
+
     table = new_table(tmp_path)
     config = CoordinatorConfig(lock_uri="memory", auto_archive=False, failed_writes_policy="EAGER")
     writer = LocalWriter(table, WriteOptions(small_file_limit=0), config)
@@ -206,11 +211,47 @@ def test_a_failed_delta_commit_is_rolled_back_by_its_own_log_only(tmp_path):
     kept = writer.write(batch([1], [5], [2]), "upsert").files_written
     with pytest.raises(SimulatedCrash), simulate("commit.mdt"):
         writer.write(batch([2], [6], [3]), "upsert")
-    failed = sorted(set(logs_of(table)) - set(kept))
-    assert len(failed) == 1
+    (failed,) = sorted(set(logs_of(table)) - set(kept))
+    failed_instant = read_blocks(table.storage.read_bytes(failed))[0].header["INSTANT_TIME"]
     recover_table(table, config, table_lock(table, config))
-    assert logs_of(table) == kept, "the failed instant's log deleted, the committed one kept"
+    (command,) = sorted(set(logs_of(table)) - set(kept) - {failed})
+    assert parse_data_log(*command.split("/")).log.version == parse_data_log(*failed.split("/")).log.version + 1
+    (block,) = read_blocks(table.storage.read_bytes(command))
+    assert rollback_target(block) == failed_instant
     assert snapshot(table) == {1: (5, 2), 2: (2, 1)}
+    table = Table.open(table.uri)
+    listed = {f"{p}/{n}" for p, n, _ in MetadataReader(table.metadata(), table.timeline()).listed_logs()}
+    assert command in listed and failed not in listed, "the MDT lists the command log, not the failed one"
+
+
+def test_a_log_name_taken_again_after_an_undo_is_never_deleted_by_a_second_undoer(tmp_path):
+    """Found by the merge-on-read nemesis: two undoers of one failed instant (its paused writer and recovery)
+    both proved its log; one deleted it, the next writer of the slice took the freed name, and the other
+    deleted that writer's committed log. Now no undo deletes a log, and a rollback planned on the failed log
+    finds the name holding another instant's blocks and leaves it."""
+    from coordinator.protocol import rollback as rollback_protocol
+    from timeline.format import action_metadata, avro_metadata
+    from timeline.format.instant import ROLLBACK, Instant, State
+    from timeline.hudi_log import read_blocks
+
+    table = new_table(tmp_path)
+    config = CoordinatorConfig(lock_uri="memory", auto_archive=False, failed_writes_policy="EAGER")
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), config)
+    writer.write(batch([1, 2], [1, 2], [1, 1]), "insert")
+    with pytest.raises(SimulatedCrash), simulate("commit.mdt"):
+        writer.write(batch([1], [6], [3]), "upsert")
+    (failed,) = logs_of(table)
+    victim = read_blocks(table.storage.read_bytes(failed))[0].header["INSTANT_TIME"]
+    plan = action_metadata.rollback_plan(victim, "deltacommit", {}, {failed.split("/")[0]: [failed]})
+    table.storage.delete(failed)  # the other undoer took the failed log away (as undoers once did)
+    taken = writer.write(batch([1], [7], [4]), "upsert").files_written  # its begin rolls the victim back
+    assert taken == [failed], "the next writer took the freed name"
+    stale = Instant(table.new_instant_time(table.timeline()), ROLLBACK, State.REQUESTED)
+    table.timeline().create_requested(stale, avro_metadata.encode("HoodieRollbackPlan", plan))
+    with pytest.warns(Warning, match=f"no log of instant {victim}"):
+        rollback_protocol.resume(table, stale)  # the second undoer acts on its plan now
+    assert table.storage.exists(failed)
+    assert snapshot(table) == {1: (7, 4), 2: (2, 1)}
 
 
 def test_a_rollback_leaves_a_log_whose_blocks_another_instant_wrote(tmp_path):
@@ -221,8 +262,8 @@ def test_a_rollback_leaves_a_log_whose_blocks_another_instant_wrote(tmp_path):
     writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
     writer.write(batch([1], [1], [1]), "insert")
     (log,) = writer.write(batch([1], [2], [2]), "upsert").files_written
-    with pytest.warns(Warning, match="not written by instant"):
-        assert provenance.undoable(table.timeline(), "29990101000000000", [log]) == []
+    assert provenance.undoable(table.timeline(), "29990101000000000", [log]) == [], "no undo deletes a log"
+    assert provenance.logs_written_by(table.storage, "29990101000000000", [log]) == [], "its blocks say whose"
     assert table.storage.exists(log)
 
 

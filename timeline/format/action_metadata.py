@@ -64,8 +64,12 @@ def clean_metadata(
     }
 
 
-def rollback_plan(time: str, action: str, paths: Mapping[str, Sequence[str]]) -> dict:
-    """`HoodieRollbackPlan` of instant `time` (`action`): the files it wrote, per partition."""
+def rollback_plan(
+    time: str, action: str, paths: Mapping[str, Sequence[str]], logs: Mapping[str, Sequence[str]] | None = None
+) -> dict:
+    """`HoodieRollbackPlan` of instant `time` (`action`): the base files it wrote, per partition, and the
+    merge-on-read logs whose blocks a command block rolls back (`logBlocksToBeDeleted`, Java's stub count 1)."""
+    logs = logs or {}
     return {
         "instantToRollback": {"commitTime": time, "action": action},
         "RollbackRequests": [
@@ -73,20 +77,25 @@ def rollback_plan(time: str, action: str, paths: Mapping[str, Sequence[str]]) ->
                 "partitionPath": partition,
                 "fileId": None,
                 "latestBaseInstant": time,
-                "filesToBeDeleted": list(files),
-                "logBlocksToBeDeleted": None,
+                "filesToBeDeleted": list(paths.get(partition, ())),
+                "logBlocksToBeDeleted": {path: 1 for path in logs[partition]} if logs.get(partition) else None,
             }
-            for partition, files in paths.items()
+            for partition in sorted(set(paths) | set(logs))
         ],
         "version": ROLLBACK_VERSION,
     }
 
 
 def rollback_metadata(
-    started: str, millis: int, target: Mapping[str, str], deleted: Mapping[str, Sequence[str]]
+    started: str,
+    millis: int,
+    target: Mapping[str, str],
+    deleted: Mapping[str, Sequence[str]],
+    command_logs: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict:
     """`HoodieRollbackMetadata` of rollback `started` undoing `target` (`{"commitTime", "action"}`): the files
-    deleted per partition."""
+    deleted per partition, and the logs its command blocks went to (`rollbackLogFiles`, path -> size)."""
+    command_logs = command_logs or {}
     return {
         "startRollbackTime": started,
         "timeTakenInMillis": millis,
@@ -95,12 +104,12 @@ def rollback_metadata(
         "partitionMetadata": {
             partition: {
                 "partitionPath": partition,
-                "successDeleteFiles": list(files),
+                "successDeleteFiles": list(deleted.get(partition, ())),
                 "failedDeleteFiles": [],
-                "rollbackLogFiles": None,
+                "rollbackLogFiles": dict(command_logs[partition]) if command_logs.get(partition) else None,
                 "writtenLogFiles": None,
             }
-            for partition, files in deleted.items()
+            for partition in sorted(set(deleted) | set(command_logs))
         },
         "version": ROLLBACK_VERSION,
         "instantsRollback": [dict(target)],

@@ -121,6 +121,21 @@ def from_commit(metadata: CommitMetadata, known_partitions: AbstractSet[str]) ->
     return records
 
 
+def from_changed_paths(added: dict[str, int], deleted: list[str]) -> list[dict]:
+    """Records of files an action added (path -> size) and deleted (paths relative to the base)."""
+    if not added:
+        return from_deleted_paths(deleted)
+    new = {
+        p: {split_path(x)[1]: size for x, size in added.items() if split_path(x)[0] == p}
+        for p in {split_path(x)[0] for x in added}
+    }
+    gone = group_by_partition(deleted)
+    return [
+        file_list(p, new.get(p, {}), sorted(split_path(x)[1] for x in gone.get(p, [])))
+        for p in sorted(set(new) | set(gone))
+    ]
+
+
 def from_deleted_paths(paths: list[str], deleted_partitions: list[str] = ()) -> list[dict]:
     """Tombstones for files a clean or rollback deleted (paths relative to the base)."""
     removed = group_by_partition(paths)
