@@ -178,9 +178,9 @@ def check_serializable(timeline: ActiveTimeline) -> list[Violation]:
             previous = last.get(group)
             built_on = None if stat.prev_commit in ("null", "", None) else stat.prev_commit
             base = last_base.get(group)
-            if stat.is_log:
+            if stat.is_log:  # (a base written by an archived instant is not known here: nothing to compare)
                 starts_next = built_on in compactions and (base is None or built_on > base)
-                if built_on != base and not starts_next:
+                if base is not None and built_on != base and not starts_next:
                     out.append(
                         Violation(
                             "4-serializable",
