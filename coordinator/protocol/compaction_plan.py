@@ -16,6 +16,7 @@ from timeline.table import Table
 
 PLANNED = register("compaction.data.planned", "C.compaction.requested written for the data table")
 DEFAULT_DELTA_COMMITS = 5  # hoodie.compact.inline.max.delta.commits
+OVERDUE = 2  # times the due number of delta commits after which writes in flight no longer hold a plan back
 
 
 def delta_commits_since_compaction(timeline: ActiveTimeline) -> int:
@@ -48,14 +49,19 @@ def plan_operations(table: Table, timeline: ActiveTimeline) -> list[CompactionOp
 
 
 def schedule(table: Table, max_delta_commits: int = DEFAULT_DELTA_COMMITS, force: bool = False) -> str | None:
-    """Under the lock: plan compaction C when due (or `force`); None when not due, a write is pending, or no
-    slice has logs."""
+    """Under the lock: plan compaction C when due (or `force`); None when not due or no slice has logs.
+
+    Hudi plans none while a write is pending (one that began before C and extends a planned slice would land
+    in a slice C supersedes). So does Tandem, until the table is OVERDUE times past due or the plan is forced:
+    with writers always in flight logs would otherwise pile up without end. Such a write then conflicts with
+    the plan at its commit (`conflicts`), and C's completion checks storage for one that got through."""
     if not table.config.merge_on_read:
         raise TandemError(f"{table.uri} is a copy-on-write table: it has no log files to compact")
     timeline = table.timeline()
-    if pending_writes(timeline):
+    due = delta_commits_since_compaction(timeline)
+    if not force and due < max_delta_commits:
         return None
-    if not force and delta_commits_since_compaction(timeline) < max_delta_commits:
+    if not force and pending_writes(timeline) and due < OVERDUE * max_delta_commits:
         return None
     operations = plan_operations(table, timeline)
     if not operations:

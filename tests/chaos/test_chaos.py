@@ -161,6 +161,21 @@ def test_short_nemesis_on_zookeeper_has_no_violation(tmp_path: Path) -> None:
     assert sum(result["abort_reasons"].values()) == result["aborts_other"]
 
 
+def test_short_nemesis_on_a_merge_on_read_table_has_no_violation(tmp_path: Path) -> None:
+    """Writers' logs and the compaction worker folding them, under kills and pauses past the lease."""
+    report = tmp_path / "nemesis.json"
+    done = _tandem(
+        "chaos", "nemesis", "--lock-service", "file", "--duration", "20", "--seed", "3",
+        "--table-type", "MERGE_ON_READ", "--report", str(report), timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(report.read_text())
+    assert result["table_type"] == "MERGE_ON_READ"
+    assert result["violations"] == []
+    assert result["commits"] > 0 and result["kills"] + result["pauses"] > 0
+    assert result["process_crashes"] == 0
+
+
 def test_aborts_with_different_instants_count_as_one_reason() -> None:
     first = abort_reason("instant 20261122172758123 is no longer inflight: another process rolled it back")
     second = abort_reason("instant 20261122172801007 is no longer inflight: another process rolled it back\ntrace")

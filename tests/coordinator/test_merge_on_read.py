@@ -187,15 +187,16 @@ def test_hudi_rs_limit_hides_logs_written_after_a_compaction_was_scheduled(tmp_p
     assert hudi_rs_snapshot(table) == snapshot(table) == {1: (10, 2), 4: (40, 3)}
 
 
-def test_no_compaction_is_scheduled_while_a_write_is_pending(tmp_path):
+def test_a_pending_write_holds_a_compaction_back_until_the_table_is_overdue(tmp_path):
     table = new_table(tmp_path)
     writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
     writer.write(batch([1], [1], [1]), "insert")
     writer.write(batch([1], [2], [2]), "upsert")
     with pytest.raises(SimulatedCrash), simulate("commit.write.file"):
-        writer.write(batch([1], [3], [3]), "upsert")
+        writer.write(batch([1], [3], [3]), "upsert")  # pending: three delta commits so far
     with held(table_lock(table, CONFIG)):
-        assert compaction_plan.schedule(table, force=True) is None
+        assert compaction_plan.schedule(table, 3) is None, "due, but a write is in flight"
+        assert compaction_plan.schedule(table, 1) is not None, "twice past due: planned all the same"
     assert snapshot(table) == {1: (2, 2)}, "the failed write's log is never read"
 
 
