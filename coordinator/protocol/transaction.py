@@ -371,12 +371,13 @@ class Transaction:
         metadata = self._outcome.metadata if self._outcome is not None else self.metadata
         ours = set(self._markers) | {s.path for s in metadata.write_stats()}
         written = set(self.marked_files()) | ours
-        if provenance.logs_written_by(self.table.storage, self.time, written):  # command blocks need an instant
+        if provenance.logs_written_by(self.table.storage, self.time, written):
+            # its logs stay: the rollback protocol appends command blocks after them (under a rollback instant),
+            # when T is still on the timeline to roll back
             rollback.rollback(self.table, self.instant)
-            self.undone = True
-            return
-        for path in provenance.undoable(self.table.timeline(), self.time, written):
-            self.table.storage.discard(path)
+        else:
+            for path in provenance.undoable(self.table.timeline(), self.time, written):
+                self.table.storage.discard(path)
         mdt = self.table.metadata()
         if mdt.exists():
             deltacommit.rollback(mdt, self.time, timeline)
