@@ -85,9 +85,11 @@ def scan(
     as_of: str | None = None,
     since: str | None = None,
     until: str | None = None,
+    read_optimized: bool = False,
 ) -> ScanPlan:
-    """The files a read would open, pruned by partition and column statistics; `plan.explain()` says why."""
-    return plan_scan(_table(table), where, as_of=as_of, since=since, until=until)
+    """The files a read would open, pruned by partition and column statistics; `plan.explain()` says why.
+    `read_optimized`: a merge-on-read table's base files alone, its logs not merged."""
+    return plan_scan(_table(table), where, as_of=as_of, since=since, until=until, read_optimized=read_optimized)
 
 
 def read(
@@ -97,10 +99,11 @@ def read(
     as_of: str | None = None,
     since: str | None = None,
     until: str | None = None,
+    read_optimized: bool = False,
 ) -> pa.Table:
     """The rows of the latest snapshot, of the snapshot `as_of` an instant or time, or written after `since`
-    (up to `until`), matching `where` (DuckDB SQL)."""
-    return read_plan(scan(table, where, as_of=as_of, since=since, until=until))
+    (up to `until`), matching `where` (DuckDB SQL); `read_optimized`: a merge-on-read table's base files alone."""
+    return read_plan(scan(table, where, as_of=as_of, since=since, until=until, read_optimized=read_optimized))
 
 
 def read_dataframe(

@@ -75,6 +75,11 @@ def write(
 )
 @click.option("--since", default=None, help="Incremental read: the records of commits after this instant.")
 @click.option("--until", default=None, help="Incremental read: commits up to this instant (default: the latest).")
+@click.option(
+    "--read-optimized",
+    is_flag=True,
+    help="A merge-on-read table's base files alone (Hudi's read-optimized query: fast, logs not merged).",
+)
 @click.option("--output", default=None, help="Write the rows to this .parquet file instead of printing.")
 @click.option("--limit", default=20, show_default=True, help="Rows to print.")
 @click.option("--meta", is_flag=True, help="Print the five _hoodie_ meta columns too.")
@@ -87,6 +92,7 @@ def read(
     where: str | None,
     since: str | None,
     until: str | None,
+    read_optimized: bool,
     output: str | None,
     limit: int,
     meta: bool,
@@ -109,10 +115,14 @@ def read(
         raise BadInputError("--until needs --since (an incremental read)")
     if output and not output.endswith(".parquet"):
         raise BadInputError(f"--output {output} must end in .parquet")
+    if read_optimized and engine == "spark":
+        raise BadInputError("--read-optimized reads with the local engine (Spark's reader merges every slice)")
     dialect = "spark" if engine == "spark" else "duckdb"
     plan = None
     if engine == "local" or explain or as_json:  # Spark's reader plans for itself
-        plan = plan_scan(table, where, as_of=as_of, since=since, until=until, dialect=dialect)
+        plan = plan_scan(
+            table, where, as_of=as_of, since=since, until=until, dialect=dialect, read_optimized=read_optimized
+        )
     if explain:
         emit_json(plan.explain()) if as_json else _print_plan(plan.explain())
         return

@@ -151,14 +151,16 @@ def plan_scan(
     until: str | None = None,
     dialect: str = "duckdb",
     source: str = "auto",
+    read_optimized: bool = False,
 ) -> ScanPlan:
     """Plan a read; see the module docstring. `where` is an engine-neutral tree or SQL text in `dialect`.
+    `read_optimized`: a merge-on-read table's base files alone (Hudi's read-optimized query: no log merged).
 
     From a healthy MDT the partitions are pruned on the MDT's partition list first,
     and only the surviving partitions' files are listed. The health check and the listing share each read.
     """
     with read_once.reuse_reads():
-        return _plan(table, where, as_of, since, until, dialect, source)
+        return _plan(table, where, as_of, since, until, dialect, source, read_optimized)
 
 
 def _plan(
@@ -169,6 +171,7 @@ def _plan(
     until: str | None,
     dialect: str,
     source: str,
+    read_optimized: bool = False,
 ) -> ScanPlan:
     as_of, since, until = (
         None if value is None else query_instant(value, name)
@@ -193,7 +196,7 @@ def _plan(
         kept = _prune_partitions(table, expr, everything, types)
     files = lister.files(kept if len(kept) < len(everything) else None)
     # the slices' logs, of every listed group: an incremental read then keeps the groups its range wrote
-    merge = lister.log_merge(files, kept if len(kept) < len(everything) else None, since)
+    merge = None if read_optimized else lister.log_merge(files, kept if len(kept) < len(everything) else None, since)
     if since is not None:
         files = _written_since(files, found.timeline, since, until)
     count_pruned: Callable[[], int] = int  # 0: no partition pruned
