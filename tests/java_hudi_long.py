@@ -22,7 +22,7 @@ from tests.hudi_reference.differential import COPY_ON_WRITE, MERGE_ON_READ, Sequ
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.java_hudi_long")
     parser.add_argument("--sequences", type=int, default=100, help="how many histories (seeds start..start+N)")
-    parser.add_argument("--start", type=int, default=1000, help="first seed (the test file uses 0-19, 100-103)")
+    parser.add_argument("--start", type=int, default=1000, help="first seed (the test files use seeds below 1000)")
     parser.add_argument("--seed", type=int, action="append", help="replay these seeds only")
     parser.add_argument(
         "--steps", type=int, default=None, help="steps per history (default: 4-7 by seed, merge-on-read 6-9)"
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         "--table-type",
         default=COPY_ON_WRITE,
         choices=[COPY_ON_WRITE, MERGE_ON_READ],
-        help="merge-on-read histories: writes and reads only (see MOR_SERVICES_LEFT_OUT)",
+        help="merge-on-read histories: writes, reads and table services (see MOR_SERVICES_LEFT_OUT)",
     )
     args = parser.parse_args(argv)
     seeds = args.seed or list(range(args.start, args.start + args.sequences))
