@@ -336,9 +336,8 @@ def _stale_writer(table: Table, view) -> LocalWriter:
     return stale
 
 
-def test_a_write_to_a_slice_a_pending_compaction_folds_conflicts_with_the_plan(tmp_path):
-    from timeline.errors import ConflictError
-
+def _planned_after_a_view(tmp_path):
+    """A table whose group of keys 1 and 4 has a log, a view read before compaction C was planned, and C."""
     table = new_table(tmp_path)
     writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
     writer.write(batch([1, 4], [1, 4], [1, 1]), "insert")
@@ -346,6 +345,13 @@ def test_a_write_to_a_slice_a_pending_compaction_folds_conflicts_with_the_plan(t
     before_plan = table.view()
     with held(table_lock(table, CONFIG)):
         time = compaction_plan.schedule(table, force=True)
+    return table, before_plan, time
+
+
+def test_a_write_to_a_slice_a_pending_compaction_folds_conflicts_with_the_plan(tmp_path):
+    from timeline.errors import ConflictError
+
+    table, before_plan, time = _planned_after_a_view(tmp_path)
     with pytest.raises(ConflictError, match=f"pending compaction {time}"):
         _stale_writer(table, before_plan).write(batch([4], [40], [3]), "upsert")
     staged = data_compaction.execute(table, time)
@@ -360,13 +366,7 @@ def test_a_compaction_that_would_bury_a_committed_log_is_abandoned(tmp_path, mon
     import coordinator.protocol.conflicts as conflicts
     from timeline.errors import ConflictError
 
-    table = new_table(tmp_path)
-    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
-    writer.write(batch([1, 4], [1, 4], [1, 1]), "insert")
-    writer.write(batch([1], [10], [2]), "upsert")
-    before_plan = table.view()
-    with held(table_lock(table, CONFIG)):
-        time = compaction_plan.schedule(table, force=True)
+    table, before_plan, time = _planned_after_a_view(tmp_path)
     staged = data_compaction.execute(table, time)
     checked = conflicts.check
     monkeypatch.setattr(conflicts, "check", lambda *args, **kwargs: None)  # the lost-lock writer checks nothing
