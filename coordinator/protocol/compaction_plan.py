@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from timeline.crash_points import crash_point, register
 from timeline.errors import TandemError
-from timeline.format import avro_metadata
+from timeline.format import avro_metadata, outcome
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_metadata import CompactionOperation
+from timeline.format.data_logs import DataLog
 from timeline.format.instant import COMPACTION, DELTA_COMMIT, WRITE_ACTIONS, Instant, State
+from timeline.hudi_log import BlockType, read_blocks
 from timeline.mor.pending import pending_compactions
 from timeline.table import Table
 
 PLANNED = register("compaction.data.planned", "C.compaction.requested written for the data table")
+RECORD_BLOCKS = (BlockType.AVRO_DATA_BLOCK, BlockType.DELETE_BLOCK)
 DEFAULT_DELTA_COMMITS = 5  # hoodie.compact.inline.max.delta.commits
 OVERDUE = 2  # times the due number of delta commits after which writes in flight no longer hold a plan back
 
@@ -31,8 +34,30 @@ def pending_writes(timeline: ActiveTimeline) -> list[str]:
     return [i.time for i in timeline.pending() if i.action in WRITE_ACTIONS and i.action != COMPACTION]
 
 
+def _decided(table: Table, timeline: ActiveTimeline, logs: list[DataLog]) -> bool:
+    """Whether every record block of `logs` belongs to an instant that completed or never will (rolled back):
+    a slice with a block of a write still in flight is not planned, since a compaction merges only completed
+    blocks and that write could still commit into the slice it supersedes."""
+    for log in logs:
+        try:
+            blocks = read_blocks(table.storage.read_bytes(log.path))
+        except FileNotFoundError:
+            return False
+        for block in blocks:
+            if block.kind not in RECORD_BLOCKS:
+                continue
+            writer = block.header.get("INSTANT_TIME", "")
+            if timeline.is_completed_or_archived(writer):
+                continue
+            decided = outcome.read(table.storage, writer)
+            if decided is None or decided.is_commit:
+                return False
+    return True
+
+
 def plan_operations(table: Table, timeline: ActiveTimeline) -> list[CompactionOperation]:
-    """One operation per latest slice with logs whose group no pending compaction holds."""
+    """One operation per latest slice with logs whose group no pending compaction holds and whose logs' every
+    writer is decided (`_decided`)."""
     view = table.view()
     pending = pending_compactions(timeline)
     logs = view.slice_logs()
@@ -40,7 +65,7 @@ def plan_operations(table: Table, timeline: ActiveTimeline) -> list[CompactionOp
     for base in view.latest_base_files():
         group = (base.partition, base.file_id)
         found = [log for log in logs.get(group, []) if log.base_instant == base.instant]
-        if not found or group in pending:
+        if not found or group in pending or not _decided(table, timeline, found):
             continue
         metrics = avro_metadata.slice_metrics(base.size, [log.size for log in found])
         names = tuple(log.name for log in found)

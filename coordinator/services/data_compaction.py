@@ -149,11 +149,12 @@ def compaction_metadata(staged: StagedCompaction) -> CommitMetadata:
     return metadata
 
 
-def _landed_after_plan(table: Table, timeline: ActiveTimeline, time: str) -> str | None:
-    """A log in a slice compaction `time` folds that its plan does not name, written by an instant that
-    completed or may still complete: completing the compaction would bury it. (Writers that see the plan write
-    to the slice it starts, and a write on an older view conflicts with the plan at its commit; this is the
-    check on storage, for a writer that committed without a valid lock.)"""
+def _landed_after_plan(table: Table, timeline: ActiveTimeline, time: str) -> tuple[str, str] | None:
+    """(log, writer) of a log in a slice compaction `time` folds that its plan does not name, written by an
+    instant that completed; a writer still in flight is fenced here (its rollback decision claimed), so it can
+    no longer commit into the slice. (Writers that see the plan write to the slice it starts, and a write on
+    an older view conflicts with the plan at its commit; this is the check on storage, for a writer that got
+    past that check without a valid lock.)"""
     operations = avro_metadata.compaction_operations(timeline.avro(Instant(time, COMPACTION, State.REQUESTED)))
     planned = {(op.partition, op.file_id): op for op in operations}
     for log in table.view().logs:
@@ -165,12 +166,19 @@ def _landed_after_plan(table: Table, timeline: ActiveTimeline, time: str) -> str
         except FileNotFoundError:
             continue
         # records only: a rollback's command block adds none (it names a write that never completes)
-        writers = {b.header.get("INSTANT_TIME", "") for b in blocks if b.kind in RECORD_BLOCKS}
-        for writer in writers:
-            found = timeline.find(writer)
-            if timeline.is_completed_or_archived(writer) or (found is not None and not found.is_completed):
-                return log.path
+        for writer in sorted({b.header.get("INSTANT_TIME", "") for b in blocks if b.kind in RECORD_BLOCKS}):
+            if (
+                timeline.is_completed_or_archived(writer)
+                or outcome.claim(table.storage, writer, outcome.ROLLBACK).is_commit
+            ):
+                return log.path, writer
     return None
+
+
+def _slice_started(table: Table, time: str) -> list[str]:
+    """Logs named for compaction `time`: writes that extended the slice it starts (abandoning it would orphan
+    them: every reader drops logs named for a base file that never comes)."""
+    return [log.path for log in table.view().logs if log.base_instant == time]
 
 
 def abandon(table: Table, time: str, written: list[str]) -> bool:
@@ -198,11 +206,19 @@ def complete(table: Table, staged: StagedCompaction, max_delta_commits: int) -> 
     if instant.is_completed:
         return False
     landed = _landed_after_plan(table, timeline, staged.time)
-    if landed is not None and abandon(table, staged.time, [s.path for s in staged.stats]):
-        raise ConflictError(
-            f"compaction {staged.time} abandoned: {landed} was written to a slice it folds after it was planned; "
-            "the next compaction plans it again"
-        )
+    if landed is not None:
+        started = _slice_started(table, staged.time)
+        if started:  # neither completing nor abandoning loses nothing: left pending, named
+            raise ConflictError(
+                f"compaction {staged.time} cannot complete: {landed[0]} (instant {landed[1]}) was committed to a "
+                f"slice it folds after it was planned, and {len(started)} log(s) already extend the slice it "
+                "starts; it stays pending (completing it would hide the first, giving it up would orphan the rest)"
+            )
+        if abandon(table, staged.time, [s.path for s in staged.stats]):
+            raise ConflictError(
+                f"compaction {staged.time} abandoned: {landed[0]} was written to a slice it folds after it was "
+                "planned; the next compaction plans it again"
+            )
     metadata = compaction_metadata(staged)
     mdt = table.metadata()
     mdt_timeline = mdt.timeline_if_exists()

@@ -19,8 +19,10 @@ from coordinator.services.steps import clean, compact_data, recover_table
 from coordinator.write.writer import LocalWriter, WriteOptions
 from tests.conftest import tandem
 from timeline.crash_points import SimulatedCrash, simulate
+from timeline.format import avro_metadata
 from timeline.format.data_logs import parse_data_log
 from timeline.format.fs_view import list_table_files
+from timeline.format.instant import Instant, State
 from timeline.mdt.reader import MetadataReader
 from timeline.query.reader import read_plan, read_view
 from timeline.query.scan import plan_scan
@@ -421,3 +423,46 @@ def test_a_temp_file_a_killed_log_write_left_in_the_metadata_table_is_no_log(tmp
     report = compact(table, CONFIG, table_lock(table, CONFIG), force=True)
     assert report.compacted and report.data_compacted
     assert snapshot(table) == {1: (10, 2), 4: (4, 1)}
+
+
+def test_a_slice_with_a_write_in_flight_is_not_planned(tmp_path):
+    """A compaction merges completed blocks only: a slice holding a log of a write not decided yet (here one that
+    died before its commit) is left out of the plan, or that write could commit into a folded slice. (A storage
+    listing shows such a log; the metadata table lists no file of an instant that has not completed.)"""
+    table = Table.create(
+        str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts", table_type=MOR, with_metadata=False
+    )
+    config = CoordinatorConfig(
+        lock_uri="memory", auto_archive=False, failed_writes_policy="LAZY", metadata_enabled=False
+    )
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), config)
+    writer.write(batch([1, 2], [1, 2], [1, 1]), "insert")  # keys 1 and 2 in groups of their own partitions
+    writer.write(batch([2], [20], [2]), "upsert")
+    with pytest.raises(SimulatedCrash), simulate("commit.mdt"):
+        writer.write(batch([1], [10], [3]), "upsert")
+    with held(table_lock(table, config)):
+        time = compaction_plan.schedule(table, force=True)
+    operations = avro_metadata.compaction_operations(
+        table.timeline().avro(Instant(time, "compaction", State.REQUESTED))
+    )
+    assert [op.partition for op in operations] == ["p2"], "only the slice whose writers are all decided"
+
+
+def test_a_compaction_whose_new_slice_was_extended_stays_pending_rather_than_lose_a_write(tmp_path, monkeypatch):
+    """Neither completing (it would hide a log committed to the folded slice by a writer without a valid lock)
+    nor abandoning (it would orphan the logs named for it) loses a write: the compaction stays pending."""
+    import coordinator.protocol.conflicts as conflicts
+    from timeline.errors import ConflictError
+
+    table, before_plan, time = _planned_after_a_view(tmp_path)
+    staged = data_compaction.execute(table, time)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1], [11], [3]), "upsert")  # extends the slice C starts
+    checked = conflicts.check
+    monkeypatch.setattr(conflicts, "check", lambda *args, **kwargs: None)  # the lost-lock writer checks nothing
+    _stale_writer(table, before_plan).write(batch([4], [40], [4]), "upsert")
+    monkeypatch.setattr(conflicts, "check", checked)
+    with held(table_lock(table, CONFIG)), pytest.raises(ConflictError, match=f"compaction {time} cannot complete"):
+        data_compaction.complete(table, staged, CONFIG.max_delta_commits)
+    assert data_compaction.pending(table) == [time]
+    assert snapshot(table) == {1: (11, 3), 4: (40, 4)}

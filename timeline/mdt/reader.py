@@ -256,8 +256,8 @@ class MetadataReader:
         """(partition, file, size) of the live log files of `partitions` (None: all) on Hudi's format.
 
         Not filtered by the data timeline: a log's name carries no instant (its blocks do, and readers skip
-        the blocks of instants that did not complete), and a failed instant's log leaves the metadata table
-        when its rollback deletes it."""
+        the blocks of instants that did not complete). A failed instant's log is not listed at all: its MDT
+        deltacommit's blocks never count."""
         if self.snapshot is None:
             raise UnsupportedTableError("merge-on-read tables keep their metadata table in Hudi's format")
         keys = None if partitions is None else [rec.partition_key(p) for p in partitions]
