@@ -56,8 +56,8 @@ def no_completed_instant_filter() -> None:
     MetadataReader.is_valid = lambda self, time: True
     MetadataReader._filter_by_data_timeline = lambda self, listing, instants: listing
     view_init = FileSystemView.__init__
-    FileSystemView.__init__ = lambda self, files, timeline, as_of=None: view_init(
-        self, files, _EverythingCompleted(timeline), as_of
+    FileSystemView.__init__ = lambda self, files, timeline, as_of=None, logs=(): view_init(
+        self, files, _EverythingCompleted(timeline), as_of, logs
     )
 
 

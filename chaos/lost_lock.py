@@ -196,10 +196,11 @@ class ScheduleResult:
     violations: list[dict] = field(default_factory=list)
     error: str | None = None
     kept_dir: str | None = None
+    table_type: str = COPY_ON_WRITE
 
     @property
     def label(self) -> str:
-        return f"{self.provider}/{self.point}/{self.variant}"
+        return Schedule(self.provider, self.point, self.variant, self.table_type).label
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -306,7 +307,7 @@ def _stop(proc: subprocess.Popen | None) -> None:
 def run_schedule(schedule: Schedule, endpoints: Endpoints, work: Path, use_hudi: bool = True) -> ScheduleResult:
     """Build the schedule in `work` (a fresh folder), then recover and check; violations, never exceptions."""
     started = time.monotonic()
-    result = ScheduleResult(schedule.provider, schedule.point, schedule.variant)
+    result = ScheduleResult(schedule.provider, schedule.point, schedule.variant, table_type=schedule.table_type)
     a = None
     try:
         run = Run(work, endpoints.lock_uri(schedule.provider, schedule.lease_ms, f"s{uuid.uuid4().hex[:12]}"))

@@ -230,7 +230,7 @@ def test_pushed_filters_prune_files_and_are_all_given_back(spark, tables) -> Non
     unpruned, _, _ = in_process_reader(path, [])
     assert reader.explained["pruned_by_column_stats"] > 0
     assert reader.explained["files_to_read"] < unpruned.explained["files_to_read"]
-    assert sum(len(p.value) for p in partitions) == reader.explained["files_to_read"]
+    assert sum(len(p.value[0]) for p in partitions) == reader.explained["files_to_read"]  # (files, log merge)
     since = datetime(2024, 3, 10, tzinfo=ZoneInfo("UTC"))  # zoned as Spark hands timestamps over
     by_time, _, _ = in_process_reader(path, [GreaterThanOrEqual(("seen",), since)])
     assert by_time.explained["files_to_read"] == reader.explained["files_to_read"]
@@ -248,10 +248,10 @@ def test_partitions_spread_the_files_over_the_parallelism(tables) -> None:
     reader, _, partitions = in_process_reader(path, [], **{"tandem.read.parallelism": "1"})
     files = reader.explained["files_to_read"]
     assert len(partitions) == min(2, files)
-    paths = [p for part in partitions for p in part.value]
+    paths = [file[0] for part in partitions for file in part.value[0]]  # (path, partition, file id) each
     assert len(paths) == len(set(paths)) == files
     reader, _, partitions = in_process_reader(path, [], **{"tandem.read.parallelism": "64"})
-    assert len(partitions) == files and all(len(p.value) == 1 for p in partitions)
+    assert len(partitions) == files and all(len(p.value[0]) == 1 for p in partitions)
 
 
 def test_spark_filters_translate_exactly() -> None:
