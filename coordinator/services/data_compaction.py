@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from coordinator.mdt import deltacommit
 from coordinator.mdt.maintenance import housekeeping
 from coordinator.protocol import provenance
+from coordinator.protocol.compaction_plan import RECORD_BLOCKS
 from coordinator.write.parquet_files import open_parquet
 from timeline.crash_points import crash_point, register
 from timeline.errors import ConflictError, CorruptInstantError, TandemError
@@ -38,7 +39,7 @@ from timeline.format.data_logs import DataLog, parse_data_log
 from timeline.format.file_names import base_file_name, parse_base_file
 from timeline.format.instant import COMPACTION, Instant, State
 from timeline.format.meta_fields import FILE_NAME, META_COLUMNS
-from timeline.hudi_log import BlockType, read_blocks
+from timeline.hudi_log import read_blocks
 from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import records as mdt_records
 from timeline.mdt.reader import MetadataReader
@@ -51,7 +52,6 @@ BASE_WRITTEN = register("compaction.data.base", "the compacted base files writte
 MDT_MIRRORED = register("compaction.data.mdt", "MDT deltacommit C completed, data C not yet")
 COMPLETED = register("compaction.data.complete", "C.commit completed")
 
-RECORD_BLOCKS = (BlockType.AVRO_DATA_BLOCK, BlockType.DELETE_BLOCK)
 COMPACTION_TOKEN = "0-0-0"  # every attempt names a slice's new base file the same
 
 
