@@ -3,12 +3,17 @@
 The lock file is created with create-if-absent and holds the owner and a lease
 deadline that a heartbeat thread pushes forward. A lock whose lease passed is
 stale: a contender renames it away (only one rename of the same file can win)
-and then creates its own. The fencing counter sits beside it and is bumped only
-by the holder, so it strictly increases.
+and then creates its own. The fencing counter sits beside it; every bump reads
+and rewrites it under an OS file lock (`flock`, which the kernel drops when its
+process dies), because the lock file alone does not keep bumps apart: a holder
+paused between reading the counter and writing it back loses its lease, and
+without the guard would write an old value over its successors' and a token
+would be handed out twice.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -33,6 +38,7 @@ class FileLock(LockProvider):
         self.dir = storage.full(LOCK_DIR)
         self.path = os.path.join(self.dir, "lock")
         self.fence_path = os.path.join(self.dir, "fence")
+        self.fence_guard_path = os.path.join(self.dir, "fence.guard")
         self.lease_s = lease_s
         self.holder_id = uuid.uuid4().hex
 
@@ -99,7 +105,7 @@ class FileLock(LockProvider):
             return None
         self.valid_until = self.lease_deadline(sent_at, self.lease_s)
         # The lock file names no token until its first renewal: `owner()` reads the
-        # fence instead, which only the holder bumps, saving a rewrite per acquire.
+        # fence instead, saving a rewrite per acquire.
         owner.token = token = self._next_token()
         self.start_heartbeat(self.lease_s, lambda: self._rewrite(self._doc(owner)))
         return token
@@ -112,14 +118,24 @@ class FileLock(LockProvider):
             return 0
 
     def _next_token(self) -> int:
-        token = self._fence() + 1
+        with open(self.fence_guard_path, "a", encoding="utf-8") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)  # released when the file closes or its process dies
+            token = self._fence() + 1
+            self._store_fence(token)
+        return token
+
+    def _store_fence(self, token: int) -> None:
         tmp = f"{self.fence_path}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(str(token))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.fence_path)
-        return token
+        directory = os.open(self.dir, os.O_RDONLY)
+        try:  # the counter must never go back, even after a machine crash
+            os.fsync(directory)
+        finally:
+            os.close(directory)
 
     def _rewrite(self, doc: dict) -> bool:
         """Renew in place only while the file is still ours; False means the lock was lost."""

@@ -117,6 +117,56 @@ def test_paused_holder_loses_and_its_late_release_frees_nothing(lock_uri, tmp_pa
         successor.close()
 
 
+def test_file_lock_holder_paused_inside_its_fence_bump_never_repeats_a_token(tmp_path, monkeypatch):
+    """A holder whose lease passes between reading the fencing counter and writing it back (a nemesis found one)
+    must not write an old value over its successor's: the successor's bump waits for the paused one."""
+    import locks.file_lock as file_lock
+
+    base = str(tmp_path)
+    paused, resume, successor_bumping = threading.Event(), threading.Event(), threading.Event()
+    first, successor = file_lock.FileLock(base, lease_s=0.5), file_lock.FileLock(base, lease_s=30)
+    store = first._store_fence
+
+    def store_after_a_pause(token: int) -> None:
+        paused.set()
+        assert resume.wait(30)
+        store(token)
+
+    def flock(handle, operation):
+        if threading.current_thread().name == "successor":
+            successor_bumping.set()
+        real_flock(handle, operation)
+
+    read_fence = successor._fence
+
+    def successor_reads_fence() -> int:
+        successor_bumping.set()
+        return read_fence()
+
+    real_flock = file_lock.fcntl.flock
+    monkeypatch.setattr(file_lock.fcntl, "flock", flock)
+    first._store_fence, successor._fence = store_after_a_pause, successor_reads_fence
+    tokens: dict[str, int] = {}
+    threads = [
+        threading.Thread(target=lambda: tokens.__setitem__("first", first.acquire(timeout_s=30)), name="first"),
+        threading.Thread(target=lambda: tokens.__setitem__("successor", successor.acquire(30)), name="successor"),
+    ]
+    threads[0].start()
+    assert paused.wait(30)
+    threads[1].start()  # breaks the stale lock file once the 0.5 s lease has passed, then bumps the counter
+    assert successor_bumping.wait(30)
+    resume.set()
+    for thread in threads:
+        thread.join(60)
+    try:
+        assert sorted(tokens.values()) == [1, 2], tokens
+        assert successor._fence() == 2
+        with pytest.raises(LockError):
+            first.check()
+    finally:
+        successor.release()
+
+
 def test_zookeeper_restart_while_held_suspends_then_reconnects(zookeeper, tmp_path):
     # The longest session the server grants: a JVM restart on a loaded two-core machine can take 20 s.
     lock = open_lock(f"zk://{zookeeper.hosts}/restart?session_timeout_ms=60000", str(tmp_path), "t")
