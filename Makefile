@@ -29,7 +29,7 @@ lint: $(STAMP)
 	$(PY) scripts/check_imports.py
 
 test: $(STAMP) system-deps hudi-reference lint
-	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=15
+	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=40
 	$(MAKE) test-lowest
 
 # The suite's core on the lowest versions pyproject.toml accepts (a venv cached outside the repo).
