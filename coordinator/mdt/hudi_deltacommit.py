@@ -7,7 +7,8 @@ down): the same protocol as the previous format, in Hudi's files.
 - Each group's writer slice is the one Hudi's writer picks: the slice of a pending compaction that plans the
   group, else its latest slice on the timeline. A slice whose last log is a seal with no plan yet is refused
   (housekeeping plans it first).
-- `column_stats` records come from the Parquet footers of the files the commit added, as Java builds them;
+- `column_stats` records come from the Parquet footers of the base files the commit added, as Java builds
+  them, and from the records of the log files it added (`hudi_log_stats`, read back and verified);
   `bloom_filters` records from the filters Tandem's writers built of each new file's keys (else a footer's, else
   the file's keys read back); a deleted file gets a tombstone for each column of the table's schema and its
   filter.
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -31,11 +33,12 @@ from timeline.errors import ConflictError, CorruptInstantError, TandemError, Unr
 from timeline.format import avro_metadata
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_schema import avro_to_arrow
+from timeline.format.data_logs import parse_data_log
 from timeline.format.instant import COMPACTION, Instant, State
 from timeline.format.keys import record_keys
 from timeline.format.meta_fields import META_COLUMNS, RECORD_KEY
 from timeline.format.table_config import TableConfig, read_config
-from timeline.hudi_log import HudiLogError
+from timeline.hudi_log import HudiLogError, read_intact
 from timeline.index.hudi_bloom import DYNAMIC_V0, SIMPLE, create_bloom_filter, from_footer
 from timeline.io.spill import loaded
 from timeline.io.storage import Storage
@@ -44,6 +47,7 @@ from timeline.mdt import hudi_commit_records, hudi_records
 from timeline.mdt import records as rec
 from timeline.mdt.file_slices import FileGroup, TimelineFacts, list_file_groups
 from timeline.mdt.hudi_layout import BLOOM_FILTERS, COLUMN_STATS, FILES, KEPT_BY_TANDEM
+from timeline.mdt.hudi_log_stats import log_column_stats
 from timeline.mdt.slice_records import log_blocks
 from timeline.mdt.table import MetadataTable
 from timeline.metrics import METRICS, SYNC
@@ -140,19 +144,44 @@ def files_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _changed_files(records: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(added, deleted) base files, as (partition, name), of seed-format `files` records: the files index
-    records describe (a merge-on-read log file has none: readers never skip a slice by its base's alone)."""
-    added, deleted = [], []
+@dataclass
+class _ChangedFiles:
+    """The data files a commit's seed-format `files` records add and delete, as (partition, name): base files,
+    and the log files it added with their sizes (a deleted log keeps its statistics: Hudi's clean tombstones
+    base files only)."""
+
+    added: list[tuple[str, str]] = field(default_factory=list)
+    deleted: list[tuple[str, str]] = field(default_factory=list)
+    added_logs: list[tuple[str, str, int]] = field(default_factory=list)
+
+
+def _changed_files(records: Sequence[Mapping[str, Any]]) -> _ChangedFiles:
+    changed = _ChangedFiles()
     for record in records:
         if record["key"] == rec.ALL_PARTITIONS:
             continue
         partition = rec.data_partition(record["key"])
         for name, info in (record.get("filesystemMetadata") or {}).items():
             if name.startswith("."):
+                if not info["isDeleted"] and parse_data_log(partition, name) is not None:
+                    changed.added_logs.append((partition, name, info["size"]))
                 continue
-            (deleted if info["isDeleted"] else added).append((partition, name))
-    return added, deleted
+            (changed.deleted if info["isDeleted"] else changed.added).append((partition, name))
+    return changed
+
+
+def log_stats_records(data: Storage, logs: Sequence[tuple[str, str, int]], indexed: Sequence[str]) -> list[dict]:
+    """The `column_stats` records of each (partition, name, size) log, read back whole and verified."""
+    records = []
+    for partition, name, size in logs:
+        path = f"{partition}/{name}" if partition else name
+        with _reading(path):
+            try:
+                stats = log_column_stats(name, read_intact(data.read_bytes(path), size or None), indexed)
+            except (HudiLogError, KeyError, TypeError) as err:
+                raise UnreadableDataFileError(f"log file {path} could not be read ({err})") from err
+        records += [hudi_records.column_stats_record(partition, s) for s in stats]
+    return records
 
 
 def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMetaData]:
@@ -227,7 +256,7 @@ def bloom_filter_records(
     return records
 
 
-def _indexed_columns(data: Storage) -> list[str]:
+def indexed_columns(data: Storage) -> list[str]:
     """The columns a deleted file's statistics are tombstoned for: the meta columns and the table schema's
     top-level fields (the columns Hudi indexes)."""
     schema = ActiveTimeline.load(data, ".hoodie").latest_schema()
@@ -247,12 +276,14 @@ def index_records(
     wanted = [p for p in partitions if p in (COLUMN_STATS, BLOOM_FILTERS)]
     if not wanted:
         return {}
-    added, deleted = _changed_files(records)
+    changed = _changed_files(records)
+    added, deleted = changed.added, changed.deleted
     read = list(zip(added, footers(mdt.data_storage, added), strict=True))
     out: dict[str, list[dict[str, Any]]] = {}
     if COLUMN_STATS in wanted:
         stats = [r for (p, n), f in read for r in hudi_commit_records.column_stats_records(p, n, f)]
-        columns = _indexed_columns(mdt.data_storage) if deleted else []
+        columns = indexed_columns(mdt.data_storage) if deleted or changed.added_logs else []
+        stats += log_stats_records(mdt.data_storage, changed.added_logs, columns)
         stats += [hudi_records.column_stats_tombstone(p, n, c) for p, n in deleted for c in columns]
         out[COLUMN_STATS] = stats
     if BLOOM_FILTERS in wanted:

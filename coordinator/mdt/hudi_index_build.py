@@ -11,10 +11,17 @@ from dataclasses import astuple, dataclass, field
 from functools import partial
 from typing import Any
 
-from coordinator.mdt.hudi_deltacommit import bloom_filter_records, footers, planned_groups
+from coordinator.mdt.hudi_deltacommit import (
+    bloom_filter_records,
+    footers,
+    indexed_columns,
+    log_stats_records,
+    planned_groups,
+)
 from timeline.crash_points import crash_point
 from timeline.errors import BadInputError, UnreadableDataFileError
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.data_logs import parse_data_log
 from timeline.format.instant import DELTA_COMMIT, Instant
 from timeline.format.table_config import TableConfig, read_config, record_metadata_indexes, record_metadata_partitions
 from timeline.io.storage import Storage
@@ -31,6 +38,7 @@ from timeline.mdt.hudi_layout import (
     SOLO_COMMIT_TIMESTAMP,
     partition_init_instant,
 )
+from timeline.mdt.reader import MetadataReader
 from timeline.mdt.slice_records import is_mdt_only_instant
 from timeline.mdt.snapshot import MetadataSnapshot
 from timeline.mdt.table import MetadataTable
@@ -207,10 +215,38 @@ def validate(
                 check.missing.append(file)
             elif _comparable(partition, stored[key]) != _comparable(partition, record):
                 check.wrong.append(file)
-        check.stale = sorted(k for k in stored if k not in computed)
+        if partition == COLUMN_STATS:  # a log's records, where it has them, must be its own
+            logs = {k: v for k, v in _log_stats(mdt, data_timeline, stored).items() if k in stored}
+            for key, (file, record) in logs.items():
+                if _comparable(partition, stored[key]) != _comparable(partition, record):
+                    check.wrong.append(file)
+            computed.update(logs)
+        check.stale = sorted(
+            k for k in stored if k not in computed and not (partition == COLUMN_STATS and _of_a_log(stored[k]))
+        )
         check.missing, check.wrong = sorted(set(check.missing)), sorted(set(check.wrong))
         checks.append(check)
     return checks
+
+
+def _log_stats(
+    mdt: MetadataTable, data_timeline: ActiveTimeline, stored: Mapping[str, dict]
+) -> dict[str, tuple[tuple[str, str], dict]]:
+    """The records each live log with stored statistics should have, by key. A log may have none (Hudi indexes
+    no log when it builds the partition, nor a rollback's), and a cleaned log keeps its records (Hudi's clean
+    writes tombstones for base files only)."""
+    logs = MetadataReader(mdt, data_timeline).listed_logs()
+    named = {hudi_records.column_stats_of(r).file_name for r in stored.values()}
+    logs = [log for log in logs if log[1] in named]
+    columns = indexed_columns(mdt.data_storage) if logs else []
+    return {
+        r["key"]: ((log[0], log[1]), r) for log in logs for r in log_stats_records(mdt.data_storage, [log], columns)
+    }
+
+
+def _of_a_log(record: dict) -> bool:
+    name = hudi_records.column_stats_of(record).file_name or ""
+    return parse_data_log("", name) is not None
 
 
 def _is_tombstone(partition: str, record: dict) -> bool:

@@ -19,6 +19,7 @@ compactor does (docs/hudi-mor-format.md §6), in three steps:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -149,15 +150,17 @@ def compaction_metadata(staged: StagedCompaction) -> CommitMetadata:
     return metadata
 
 
-def _landed_after_plan(table: Table, timeline: ActiveTimeline, time: str) -> tuple[str, str] | None:
+def _landed_after_plan(
+    table: Table, timeline: ActiveTimeline, time: str, logs: Sequence[DataLog]
+) -> tuple[str, str] | None:
     """(log, writer) of a log in a slice compaction `time` folds that its plan does not name, written by an
     instant that completed; a writer still in flight is fenced here (its rollback decision claimed), so it can
     no longer commit into the slice. (Writers that see the plan write to the slice it starts, and a write on
     an older view conflicts with the plan at its commit; this is the check on storage, for a writer that got
-    past that check without a valid lock.)"""
+    past that check without a valid lock.) `logs`: the table's, as one listing shows them."""
     operations = avro_metadata.compaction_operations(timeline.avro(Instant(time, COMPACTION, State.REQUESTED)))
     planned = {(op.partition, op.file_id): op for op in operations}
-    for log in table.view().logs:
+    for log in logs:
         op = planned.get((log.partition, log.file_id))
         if op is None or log.base_instant != op.base_instant or log.name in op.log_files:
             continue
@@ -175,10 +178,10 @@ def _landed_after_plan(table: Table, timeline: ActiveTimeline, time: str) -> tup
     return None
 
 
-def _slice_started(table: Table, time: str) -> list[str]:
+def _slice_started(logs: Sequence[DataLog], time: str) -> list[str]:
     """Logs named for compaction `time`: writes that extended the slice it starts (abandoning it would orphan
     them: every reader drops logs named for a base file that never comes)."""
-    return [log.path for log in table.view().logs if log.base_instant == time]
+    return [log.path for log in logs if log.base_instant == time]
 
 
 def abandon(table: Table, time: str, written: list[str]) -> bool:
@@ -205,9 +208,10 @@ def complete(table: Table, staged: StagedCompaction, max_delta_commits: int) -> 
         raise TandemError(f"no compaction {staged.time} on the timeline of {table.uri}")
     if instant.is_completed:
         return False
-    landed = _landed_after_plan(table, timeline, staged.time)
+    logs = table.view().logs
+    landed = _landed_after_plan(table, timeline, staged.time, logs)
     if landed is not None:
-        started = _slice_started(table, staged.time)
+        started = _slice_started(logs, staged.time)
         if started:  # neither completing nor abandoning loses nothing: left pending, named
             raise ConflictError(
                 f"compaction {staged.time} cannot complete: {landed[0]} (instant {landed[1]}) was committed to a "

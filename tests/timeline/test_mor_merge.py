@@ -19,6 +19,8 @@ import itertools
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -399,22 +401,43 @@ def outcome(root: str, s: Slice, logs: list[DataLog], index: int, damaged: bytes
     return "same" if rows == expected else "different"
 
 
+@dataclass(frozen=True)
+class Target:
+    """A committed slice written to a scratch folder, its undamaged read, and the log a test damages."""
+
+    root: str
+    slice: Slice
+    logs: list[DataLog]
+    index: int
+    raw: bytes  # the log's bytes as written
+    expected: tuple
+
+    def outcome(self, damaged: bytes) -> str:
+        return outcome(self.root, self.slice, self.logs, self.index, damaged, self.expected)
+
+
+@contextmanager
+def one_log_of(s: Slice, draw) -> Iterator[Target]:
+    """Slice `s` with every block committed, written out, and one of its logs (drawn) to damage."""
+    s = committed(s)
+    with scratch() as root:
+        storage, logs = write_logs(root, s.logs)
+        index = draw.draw(st.integers(0, len(logs) - 1))
+        yield Target(root, s, logs, index, storage.read_bytes(logs[index].path), whole(read_table(storage, logs, s)))
+
+
 @FAST
 @given(slices(), st.data())
 def test_a_cut_or_grown_log_is_refused(s: Slice, draw) -> None:
     """A log shorter or longer than its commit recorded, cut at a block boundary or anywhere, never reads."""
-    s = committed(s)
-    with scratch() as root:
-        storage, logs = write_logs(root, s.logs)
-        expected = whole(read_table(storage, logs, s))
-        index = draw.draw(st.integers(0, len(logs) - 1))
-        raw = storage.read_bytes(logs[index].path)
-        ends = list(itertools.accumulate(len(encode(b)) for b in s.logs[index]))
+    with one_log_of(s, draw) as target:
+        raw = target.raw
+        ends = list(itertools.accumulate(len(encode(b)) for b in target.slice.logs[target.index]))
         cut = draw.draw(st.sampled_from([0, *ends[:-1]]) | st.integers(0, len(raw) - 1))
         grown = raw + draw.draw(st.sampled_from([b"", raw]) | st.binary(min_size=1, max_size=8))
-        assert outcome(root, s, logs, index, raw[:cut], expected) == "refused"
+        assert target.outcome(raw[:cut]) == "refused"
         if grown != raw:
-            assert outcome(root, s, logs, index, grown, expected) == "refused"
+            assert target.outcome(grown) == "refused"
 
 
 def regions(raw: bytes) -> list[str]:
@@ -532,18 +555,13 @@ def test_flips_in_unchecked_bytes_are_refused() -> None:
 @given(slices(), st.data())
 def test_random_framing_flips_are_refused_or_harmless(s: Slice, draw) -> None:
     """Random slices, one to three random flips among a log's framing bytes (not types, keys or contents)."""
-    s = committed(s)
-    with scratch() as root:
-        storage, logs = write_logs(root, s.logs)
-        expected = whole(read_table(storage, logs, s))
-        index = draw.draw(st.integers(0, len(logs) - 1))
-        raw = storage.read_bytes(logs[index].path)
-        framing = [at for at, region in enumerate(regions(raw)) if region in FRAMING]
+    with one_log_of(s, draw) as target:
+        framing = [at for at, region in enumerate(regions(target.raw)) if region in FRAMING]
         flips = draw.draw(st.lists(st.tuples(st.sampled_from(framing), st.integers(1, 255)), min_size=1, max_size=3))
-        damaged = bytearray(raw)
+        damaged = bytearray(target.raw)
         for at, mask in flips:
             damaged[at] ^= mask
-        assert outcome(root, s, logs, index, bytes(damaged), expected) in ("refused", "same")
+        assert target.outcome(bytes(damaged)) in ("refused", "same")
 
 
 @pytest.mark.xfail(
@@ -555,16 +573,11 @@ def test_random_framing_flips_are_refused_or_harmless(s: Slice, draw) -> None:
 @given(slices(), st.data(), st.randoms(use_true_random=False))
 def test_random_flips_anywhere_are_refused_or_harmless(s: Slice, draw, rnd) -> None:
     """One to three random bytes of a committed log XORed with random masks, anywhere in the file."""
-    s = committed(s)
-    with scratch() as root:
-        storage, logs = write_logs(root, s.logs)
-        expected = whole(read_table(storage, logs, s))
-        index = draw.draw(st.integers(0, len(logs) - 1))
-        raw = storage.read_bytes(logs[index].path)
-        damaged = bytearray(raw)
+    with one_log_of(s, draw) as target:
+        damaged = bytearray(target.raw)
         for _ in range(rnd.randint(1, 3)):  # positions uniform over the file, not shrunk towards its start
-            damaged[rnd.randrange(len(raw))] ^= rnd.randint(1, 255)
-        assert outcome(root, s, logs, index, bytes(damaged), expected) in ("refused", "same")
+            damaged[rnd.randrange(len(damaged))] ^= rnd.randint(1, 255)
+        assert target.outcome(bytes(damaged)) in ("refused", "same")
 
 
 # ---------------------------------------------------------------------------------------------------------

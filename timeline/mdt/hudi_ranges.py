@@ -11,7 +11,8 @@ Hudi's record says less than Tandem's, and every doubt widens, never narrows:
   order parts from Parquet's (a character from U+D800 up, a byte from 0x80 up), the bound is dropped.
 - `DateWrapper` moves the ten days of the 1582 cutover gap ten days later, so a low bound within ten days
   after the gap is moved back by ten.
-- A count of -1 or none (Hudi's stub) makes the record unusable: nothing is skipped for it. So does a
+- A count of -1 or none (Hudi's stub) makes the record unusable: nothing is skipped for it. A count of 0 is
+  a file without rows (Hudi's record of a log holding deletes alone): nothing in it can match. A
   record of a column with nothing but nulls: Hudi builds the same record for a Parquet chunk without any
   statistics, which says nothing of its values.
 - A column chunk without a value gives a bound of zero (`hudi_values.missing_bound`): a wider range, still
@@ -51,6 +52,11 @@ def column_range(stats: ColumnStats, dtype: pa.DataType) -> ColumnRange | None:
     counts = (stats.value_count, stats.null_count)
     if stats.is_deleted or any(type(c) is not int or c < 0 for c in counts) or stats.null_count > stats.value_count:
         return None
+    if stats.value_count == 0:  # a file without rows (a log of deletes alone): no value, no null, no NaN
+        file_type = _no_bound_type(dtype)
+        if file_type is None:
+            return None
+        return ColumnRange(stats.column_name, file_type, None, None, False, False, 0, 0, 0, 0, 0)
     if stats.null_count == stats.value_count:
         return None
     wrappers = {b.wrapper for b in (stats.min_value, stats.max_value) if b is not None}

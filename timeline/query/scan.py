@@ -206,11 +206,21 @@ def _plan(
     ranges, stats = _column_stats(table, found.mdt, found.timeline, expr, files, types, schema)
     pruned_by_stats = 0
     if ranges is not None and expr is not None:
-        logged = set(merge.logs) if merge is not None else set()  # a base's statistics say nothing of its logs
+        types = _types(schema)
+
+        def may_hold(partition: str, name: str) -> bool:
+            found = ranges.get((partition, name))
+            return found is None or may_match(expr, found, types)
+
+        def slice_may_hold(partition: str, name: str, file_id: str) -> bool:
+            """A slice's merged rows are its base's untouched rows and its logs' records: it may hold a match
+            if its base or any log may (Hudi's rule); a log without statistics (a rollback's) always may."""
+            logs = merge.logs_of(partition, file_id) if merge is not None else []
+            return may_hold(partition, name) or any(may_hold(partition, log.name) for log in logs)
+
         columns = ("partition", "file", "file_id")
         keep = [
-            ranges.get((p, n)) is None or (p, i) in logged or may_match(expr, ranges[(p, n)], _types(schema))
-            for p, n, i in zip(*(files.column(c).to_pylist() for c in columns), strict=True)
+            slice_may_hold(p, n, i) for p, n, i in zip(*(files.column(c).to_pylist() for c in columns), strict=True)
         ]
         pruned_by_stats = keep.count(False)
         files = files.filter(pa.array(keep, pa.bool_()))
