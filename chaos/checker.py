@@ -71,7 +71,7 @@ def check_readers(table: Table, key: str, expected: dict[str, dict] | None, use_
     if from_mdt != from_storage:
         diff = sorted(k for k in set(from_mdt) | set(from_storage) if from_mdt.get(k) != from_storage.get(k))
         out.append(Violation("1-readers-agree", f"MDT-backed and storage-backed reads differ on keys {diff[:10]}"))
-    if use_hudi:
+    if use_hudi and not _hudi_rs_blind(table):
         try:
             hudi = hudi_rows(table.uri)
         except Exception as err:
@@ -91,6 +91,14 @@ def check_readers(table: Table, key: str, expected: dict[str, dict] | None, use_
             )
         )
     return out
+
+
+def _hudi_rs_blind(table: Table) -> bool:
+    """hudi-rs 0.5's known limit on merge-on-read tables: it leaves out the logs of the slice a pending
+    compaction starts (a stale answer; pinned by name in tests/coordinator/test_merge_on_read.py). Its rows are
+    compared only where the limit cannot apply."""
+    timeline = table.timeline()
+    return table.config.merge_on_read and any(i.action == COMPACTION and not i.is_completed for i in timeline.instants)
 
 
 def check_listing(table: Table, timeline: ActiveTimeline, mid_clean: bool = False) -> list[Violation]:

@@ -11,6 +11,7 @@ import random
 import pyarrow as pa
 import pytest
 
+from chaos.checker import check_table
 from coordinator.config import CoordinatorConfig
 from coordinator.protocol import compaction_plan
 from coordinator.protocol.locking import held, table_lock
@@ -183,6 +184,7 @@ def test_hudi_rs_limit_hides_logs_written_after_a_compaction_was_scheduled(tmp_p
     writer.write(batch([4], [40], [3]), "upsert")
     assert snapshot(table) == {1: (10, 2), 4: (40, 3)}
     assert hudi_rs_snapshot(table) == {1: (10, 2), 4: (4, 1)}, "hudi-rs's known limit"
+    assert check_table(Table.open(table.uri), "id", use_hudi=True) == [], "the checker knows the limit"
     staged = data_compaction.execute(table, time)
     with held(table_lock(table, CONFIG)):
         data_compaction.complete(table, staged, CONFIG.max_delta_commits)
