@@ -22,8 +22,8 @@ from timeline.errors import TandemError
 from timeline.format.file_names import BaseFile
 from timeline.format.table_config import TableConfig
 from timeline.index.bloom import BloomFilter
-from timeline.index.hadoop_hash import KeyBatch, batches
-from timeline.index.hudi_bloom import from_mdt
+from timeline.index.hadoop_hash import batches
+from timeline.index.hudi_bloom import HudiBloomFilter, from_mdt, might_contain_any_of
 from timeline.index.murmur3 import hash128
 from timeline.mdt.hudi_records import BloomFilter as HudiBloomRecord
 from timeline.mdt.log import BLOOM_FILTERS
@@ -83,12 +83,21 @@ def _hudi_candidates(
         for p, k in _keys_by_partition(keys, partitions).items()
     }
     everywhere = prepared.get(None)
-    kept = []
-    for file in files:
-        batch = everywhere if everywhere is not None else prepared.get(file.partition)
-        if batch and _hudi_may_hold(filters.get((file.partition, file.name)), batch):
-            kept.append(file)
-    return kept
+    held: set[int] = set()
+    asked: dict[str | None, list[tuple[int, HudiBloomFilter]]] = {}  # the filters each key batch is asked of
+    for index, file in enumerate(files):
+        group = None if everywhere is not None else file.partition
+        if not prepared.get(group):
+            continue
+        bloom = _hudi_filter(filters.get((file.partition, file.name)))
+        if bloom is None:
+            held.add(index)
+        else:
+            asked.setdefault(group, []).append((index, bloom))
+    for group, found in asked.items():
+        answers = might_contain_any_of([bloom for _, bloom in found], prepared[group])
+        held.update(index for (index, _), may in zip(found, answers, strict=True) if may)
+    return [file for index, file in enumerate(files) if index in held]
 
 
 def _keys_by_partition(
@@ -100,14 +109,14 @@ def _keys_by_partition(
     return {partition: part.column(KEY) for partition, part in split_by(by_partition, PARTITION)}
 
 
-def _hudi_may_hold(record: HudiBloomRecord | None, prepared: list[KeyBatch]) -> bool:
+def _hudi_filter(record: HudiBloomRecord | None) -> HudiBloomFilter | None:
+    """The filter of a file's record; None (the file stays a candidate) without a live, decodable one."""
     if record is None or record.is_deleted:
-        return True
+        return None
     try:
-        bloom = from_mdt(record.type, record.bloom_filter)
+        return from_mdt(record.type, record.bloom_filter)
     except ValueError:
-        return True
-    return bloom.might_contain_any(prepared)
+        return None
 
 
 class _Batch:

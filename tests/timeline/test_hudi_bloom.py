@@ -234,6 +234,35 @@ def test_every_path_builds_the_same_filter(keys, type_code, num_entries, fpp, ma
         assert read.might_contain_any(prepared) == any(read.might_contain(k) for k in part)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.text(min_size=1, max_size=12), max_size=30),
+            st.sampled_from([SIMPLE, DYNAMIC_V0]),
+            st.sampled_from([(5, 0.3), (20, 0.01), (20, 0.3)]),  # few shapes: filters of one shape stack
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.lists(st.text(min_size=1, max_size=12), max_size=25),
+    st.sampled_from([1, 7, 1 << 22]),
+)
+def test_filters_asked_at_once_answer_as_each_alone(specs, asked, cells):
+    """`might_contain_any_of` (filters of a shape stacked, in chunks of any size) against each filter asked
+    key by key: the same answer for every filter."""
+    blooms = []
+    for keys, type_code, (entries, fpp) in specs:
+        bloom = create_bloom_filter(entries, fpp, entries * 3, type_code)
+        bloom.add_many(keys)
+        blooms.append(bloom)
+    probes = asked + [k for keys, _, _ in specs[:1] for k in keys[:2]]  # some present in the first filter
+    prepared = [batch for _, batch in hadoop_hash.batches(pa.array(probes, pa.string()))]
+    with mock.patch.object(hudi_bloom, "STACKED_CELLS", cells):
+        answers = hudi_bloom.might_contain_any_of(blooms, prepared)
+    assert answers.tolist() == [any(b.might_contain(k) for k in probes) for b in blooms]
+
+
 def test_keys_are_checked_before_anything_is_added():
     bloom = create_bloom_filter(2, 0.1, 10, DYNAMIC_V0)
     before = bloom.serialize_to_string()

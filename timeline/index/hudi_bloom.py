@@ -236,22 +236,7 @@ class HudiBloomFilter:
     def might_contain_any(self, prepared: Sequence[KeyBatch]) -> bool:
         """Whether any key of `prepared` (`hadoop_hash.batches` of them, made once) may be present: the
         seed-free half of hashing done once for a batch asked of many filters."""
-        packed = self._packed
-        return any(self._any_present(packed, batch.positions(self.nb_hash, self.vector_size)) for batch in prepared)
-
-    def _any_present(self, packed: np.ndarray, positions: list[np.ndarray]) -> bool:
-        """Whether any key whose probes are `positions` may be present (keys found absent dropped early)."""
-        live = np.arange(len(positions[0])) if positions else np.zeros(0, dtype=np.intp)
-        found = np.ones((len(packed), len(live)), dtype=bool)
-        for i, probe in enumerate(positions):
-            found &= self._present(packed, probe[live])
-            if i < CHECKED_PROBES:
-                keep = found.any(axis=0)
-                if not keep.all():
-                    live, found = live[keep], found[:, keep]
-                    if not len(live):
-                        return False
-        return bool(found.any())
+        return bool(might_contain_any_of([self], prepared)[0])
 
     def _batch_present(self, packed: np.ndarray, batch: KeyBatch) -> np.ndarray:
         out = np.zeros(len(batch), dtype=bool)
@@ -363,6 +348,39 @@ class DynamicBoundedBloomFilter(HudiBloomFilter):
         parts = [self._header(), _DYNAMIC.pack(self.num_entries, self.current_nb_record, self.rows)]
         parts.extend(self._row_bytes(row) for row in range(self.rows))
         return b"".join(parts)
+
+
+STACKED_CELLS = 1 << 22  # rows x keys probed at once by `might_contain_any_of` (bounds its memory)
+
+
+def might_contain_any_of(blooms: Sequence[HudiBloomFilter], prepared: Sequence[KeyBatch]) -> np.ndarray:
+    """`might_contain_any(prepared)` of each filter, as a bool array: filters of one shape are stacked row on
+    row and every probe is one gather over all of them, instead of a few small array operations per filter
+    (a table's files share a handful of shapes; tagging asks one key batch of every file of a partition)."""
+    out = np.zeros(len(blooms), dtype=bool)
+    keys = sum(len(batch) for batch in prepared)
+    if not keys:
+        return out
+    by_shape: dict[tuple[int, int], list[int]] = {}
+    for index, bloom in enumerate(blooms):
+        by_shape.setdefault((bloom.nb_hash, bloom.vector_size), []).append(index)
+    for (nb_hash, vector_size), members in by_shape.items():
+        probes = [batch.positions(nb_hash, vector_size) for batch in prepared]
+        step = max(1, STACKED_CELLS // (keys * max(blooms[members[0]].rows, 1)))
+        for start in range(0, len(members), step):
+            chunk = members[start : start + step]
+            packed = np.concatenate([blooms[i]._packed for i in chunk])
+            owners = np.repeat(np.arange(len(chunk)), [blooms[i].rows for i in chunk])
+            row_holds = np.zeros(len(packed), dtype=bool)
+            for positions in probes:
+                found = np.ones((len(packed), len(positions[0]) if positions else 0), dtype=bool)
+                for probe in positions:
+                    found &= ((packed[:, probe >> 3] >> (probe & 7).astype(np.uint8)) & 1).astype(bool)
+                row_holds |= found.any(axis=1)
+            held = np.zeros(len(chunk), dtype=bool)
+            np.logical_or.at(held, owners, row_holds)
+            out[chunk] = held
+    return out
 
 
 def _nbytes(vector_size: int) -> int:
