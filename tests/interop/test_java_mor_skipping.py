@@ -17,16 +17,13 @@ import pyarrow as pa
 from coordinator.config import CoordinatorConfig
 from coordinator.mdt import hudi_deltacommit
 from coordinator.write.writer import LocalWriter, WriteOptions
+from tests.interop.test_java_skips_with_tandem_stats import filtered_count
 from timeline.mdt import hudi_values as hv
 from timeline.query.reader import read_plan
 from timeline.query.scan import plan_scan
 from timeline.table import Table
 
 CONFIG = CoordinatorConfig(lock_uri="memory", auto_archive=False, column_stats_enabled=True)
-COUNT = """
-frame = spark.read.format("hudi").options(**args["options"]).load(args["path"])
-result = frame.filter(args["where"]).count()
-"""
 # partition pK holds values K*1000..K*1000+99; the upsert moves key 5 (in p1) to 3500 and nulls key 6 (p2)
 WHERES = ["v >= 3400", "v < 100", "v BETWEEN 1000 AND 1099", "v = 3500", "v IS NULL", "v > 100000"]
 
@@ -51,15 +48,6 @@ def _write(base: str) -> None:
     writer.write(_batch({9: 0}, 3), "delete")  # a log of deletes alone in p1
 
 
-def _count(java_hudi, base: str, where: str, skipping: bool) -> int:
-    options = {
-        "hoodie.metadata.enable": "true",
-        "hoodie.metadata.index.column.stats.enable": "true",
-        "hoodie.enable.data.skipping": str(skipping).lower(),
-    }
-    return int(java_hudi.jvm(COUNT, path=base, where=where, options=options))
-
-
 def test_java_skipping_with_tandems_log_statistics_loses_no_row(java_hudi, tmp_path):
     base = str(tmp_path / "t")
     _write(base)
@@ -69,9 +57,10 @@ def test_java_skipping_with_tandems_log_statistics_loses_no_row(java_hudi, tmp_p
         plan = plan_scan(table, where)
         pruned += plan.pruned_by_stats
         tandem = read_plan(plan).num_rows
-        assert _count(java_hudi, base, where, skipping=True) == _count(java_hudi, base, where, False) == tandem, where
+        skipped, full = filtered_count(java_hudi, base, where, True), filtered_count(java_hudi, base, where, False)
+        assert skipped == full == tandem, where
     assert pruned > 0
-    assert _count(java_hudi, base, "v >= 3400", skipping=False) == 1
+    assert filtered_count(java_hudi, base, "v >= 3400", skipping=False) == 1
 
 
 def test_java_skips_a_slice_by_a_logs_record(java_hudi, tmp_path, monkeypatch):
@@ -90,7 +79,7 @@ def test_java_skips_a_slice_by_a_logs_record(java_hudi, tmp_path, monkeypatch):
     monkeypatch.setattr(hudi_deltacommit, "log_column_stats", lying)
     base = str(tmp_path / "lying")
     _write(base)
-    assert _count(java_hudi, base, "v = 3500", skipping=False) == 1
-    assert _count(java_hudi, base, "v = 3500", skipping=True) == 0
+    assert filtered_count(java_hudi, base, "v = 3500", skipping=False) == 1
+    assert filtered_count(java_hudi, base, "v = 3500", skipping=True) == 0
     plan = plan_scan(Table.open(base), "v = 3500")
     assert read_plan(plan).num_rows == 0, "Tandem trusts the same record"

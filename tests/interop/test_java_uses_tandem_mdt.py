@@ -251,7 +251,7 @@ def test_java_lists_skips_and_continues_the_metadata_table_of_a_tandem_table(jav
     Tandem's writer through compactions and a clean of the metadata table. Java (0.15 and 1.2) lists from it,
     Java 0.15's data skipping prunes with its statistics, a Java writer continues it through a compaction of
     its own, and Tandem continues after Java: every reader agrees with storage throughout."""
-    from tests.interop.test_java_skips_with_tandem_stats import WHERES, _count
+    from tests.interop.test_java_skips_with_tandem_stats import WHERES, filtered_count
 
     base = str(tmp_path / "table")
     table = Table.create(base, "uses_tandem_mdt", ["id"], ["part"], precombine_field="ts", hudi_format=True)
@@ -281,7 +281,7 @@ def test_java_lists_skips_and_continues_the_metadata_table_of_a_tandem_table(jav
 
     # Java 0.15 skips with Tandem's statistics: filtered counts equal with skipping on and off
     for where in WHERES:
-        assert _count(java_hudi, base, where, skipping=True) == _count(java_hudi, base, where, skipping=False)
+        assert filtered_count(java_hudi, base, where, True) == filtered_count(java_hudi, base, where, False)
 
     # Java continues the metadata table (a compaction of its own), then Tandem continues after Java
     java_options = {**WITH_MDT, "hoodie.metadata.index.column.stats.enable": "true"}
@@ -312,4 +312,4 @@ def test_java_lists_skips_and_continues_the_metadata_table_of_a_tandem_table(jav
     assert view.files(view.partitions()) == storage_files(base, view.partitions()) and view.corrupt == []
     assert read_ids(java_hudi, base, metadata=True) == read_ids(java_hudi, base, metadata=False) == sorted(expected)
     for where in WHERES:
-        assert _count(java_hudi, base, where, skipping=True) == _count(java_hudi, base, where, skipping=False)
+        assert filtered_count(java_hudi, base, where, True) == filtered_count(java_hudi, base, where, False)
