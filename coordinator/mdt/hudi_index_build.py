@@ -6,6 +6,7 @@ commit keeps it. A partition turned off leaves the record first, then its files 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple, dataclass, field
 from functools import partial
@@ -191,9 +192,13 @@ def _comparable(partition: str, record: dict) -> tuple:
 
 
 def validate(
-    mdt: MetadataTable, data_timeline: ActiveTimeline, live: Sequence[tuple[str, str]]
+    mdt: MetadataTable,
+    data_timeline: ActiveTimeline,
+    live: Sequence[tuple[str, str]],
+    being_deleted: AbstractSet[str] = frozenset(),
 ) -> list[PartitionCheck]:
-    """Every index partition the MDT has, record by record against the live files' footers."""
+    """Every index partition the MDT has, record by record against the live files' footers and logs;
+    `being_deleted`: paths a pending clean is deleting (the MDT lists them until the clean mirrors)."""
     built = [p for p in mdt.hudi_partitions() if p in (COLUMN_STATS, BLOOM_FILTERS)]
     if not built:
         return []
@@ -216,7 +221,7 @@ def validate(
             elif _comparable(partition, stored[key]) != _comparable(partition, record):
                 check.wrong.append(file)
         if partition == COLUMN_STATS:  # a log's records, where it has them, must be its own
-            logs = {k: v for k, v in _log_stats(mdt, data_timeline, stored).items() if k in stored}
+            logs = {k: v for k, v in _log_stats(mdt, data_timeline, stored, being_deleted).items() if k in stored}
             for key, (file, record) in logs.items():
                 if _comparable(partition, stored[key]) != _comparable(partition, record):
                     check.wrong.append(file)
@@ -230,14 +235,14 @@ def validate(
 
 
 def _log_stats(
-    mdt: MetadataTable, data_timeline: ActiveTimeline, stored: Mapping[str, dict]
+    mdt: MetadataTable, data_timeline: ActiveTimeline, stored: Mapping[str, dict], being_deleted: AbstractSet[str]
 ) -> dict[str, tuple[tuple[str, str], dict]]:
     """The records each live log with stored statistics should have, by key. A log may have none (Hudi indexes
     no log when it builds the partition, nor a rollback's), and a cleaned log keeps its records (Hudi's clean
     writes tombstones for base files only)."""
     logs = MetadataReader(mdt, data_timeline).listed_logs()
     named = {hudi_records.column_stats_of(r).file_name for r in stored.values()}
-    logs = [log for log in logs if log[1] in named]
+    logs = [(p, n, size) for p, n, size in logs if n in named and (f"{p}/{n}" if p else n) not in being_deleted]
     columns = indexed_columns(mdt.data_storage) if logs else []
     return {
         r["key"]: ((log[0], log[1]), r) for log in logs for r in log_stats_records(mdt.data_storage, [log], columns)

@@ -302,7 +302,7 @@ def validate(
                 wrong=[_shown(*f) for f in c.wrong],
                 stale=[f"record {key}" for key in c.stale],
             )
-            for c in hudi_index_build.validate(mdt, data_timeline, files)
+            for c in hudi_index_build.validate(mdt, data_timeline, files, being_deleted)
         ]
     config = read_config(mdt.data_storage)
     kept = config.metadata_indexes
