@@ -5,7 +5,8 @@ deadline that a heartbeat thread pushes forward. A lock whose lease passed is
 stale: a contender renames it away (only one rename of the same file can win)
 and then creates its own. The fencing counter sits beside it; every bump reads
 and rewrites it under an OS file lock (`flock`, which the kernel drops when its
-process dies), because the lock file alone does not keep bumps apart: a holder
+process dies; a contender that finds it held gives its lock file back and tries
+again), because the lock file alone does not keep bumps apart: a holder
 paused between reading the counter and writing it back loses its lease, and
 without the guard would write an old value over its successors' and a token
 would be handed out twice.
@@ -106,7 +107,15 @@ class FileLock(LockProvider):
         self.valid_until = self.lease_deadline(sent_at, self.lease_s)
         # The lock file names no token until its first renewal: `owner()` reads the
         # fence instead, saving a rewrite per acquire.
-        owner.token = token = self._next_token()
+        try:
+            token = self._next_token()
+        except BaseException:
+            self._give_back()
+            raise
+        if token is None:  # a holder paused inside its bump holds the counter: try again later
+            self._give_back()
+            return None
+        owner.token = token
         self.start_heartbeat(self.lease_s, lambda: self._rewrite(self._doc(owner)))
         return token
 
@@ -117,12 +126,25 @@ class FileLock(LockProvider):
         except FileNotFoundError:
             return 0
 
-    def _next_token(self) -> int:
-        with open(self.fence_guard_path, "a", encoding="utf-8") as guard:
-            fcntl.flock(guard, fcntl.LOCK_EX)  # released when the file closes or its process dies
+    def _give_back(self) -> None:
+        """Remove the lock file this holder just created (no token was handed out with it)."""
+        self._remove_if(lambda doc: doc.get("holder_id") == self.holder_id)
+        self.valid_until = None
+
+    def _next_token(self) -> int | None:
+        """The counter bumped under its guard; None when another process holds the guard. Opened read-only:
+        `flock` needs no write access, so holders running as other users share one guard."""
+        guard = os.open(self.fence_guard_path, os.O_RDONLY | os.O_CREAT, 0o666)
+        try:
+            try:  # released when the file closes or its process dies
+                fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return None
             token = self._fence() + 1
             self._store_fence(token)
-        return token
+            return token
+        finally:
+            os.close(guard)
 
     def _store_fence(self, token: int) -> None:
         tmp = f"{self.fence_path}.{uuid.uuid4().hex}.tmp"

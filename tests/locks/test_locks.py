@@ -167,6 +167,37 @@ def test_file_lock_holder_paused_inside_its_fence_bump_never_repeats_a_token(tmp
         successor.release()
 
 
+def test_file_lock_counter_held_elsewhere_or_failing_leaves_no_lock_file(tmp_path, monkeypatch):
+    """An acquire whose counter bump cannot run (its guard held by a paused process, or the bump failing) gives
+    its lock file back and is bounded by its timeout; the lock is free again afterwards."""
+    import fcntl
+
+    import locks.file_lock as file_lock
+
+    lock = file_lock.FileLock(str(tmp_path), lease_s=30)
+    os.makedirs(lock.dir, exist_ok=True)
+    guard = os.open(lock.fence_guard_path, os.O_RDONLY | os.O_CREAT, 0o644)
+    fcntl.flock(guard, fcntl.LOCK_EX)  # as a holder paused inside its bump
+    try:
+        with pytest.raises(LockError):
+            lock.acquire(timeout_s=0.5)
+        assert not os.path.exists(lock.path)
+    finally:
+        os.close(guard)
+
+    def failing(token: int) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(lock, "_store_fence", failing)
+    with pytest.raises(LockError, match="disk full"):
+        lock.acquire(timeout_s=5)
+    assert not os.path.exists(lock.path)
+    monkeypatch.undo()
+    other = file_lock.FileLock(str(tmp_path), lease_s=30)
+    assert other.acquire(timeout_s=5) == 1
+    other.release()
+
+
 def test_zookeeper_restart_while_held_suspends_then_reconnects(zookeeper, tmp_path):
     # The longest session the server grants: a JVM restart on a loaded two-core machine can take 20 s.
     lock = open_lock(f"zk://{zookeeper.hosts}/restart?session_timeout_ms=60000", str(tmp_path), "t")

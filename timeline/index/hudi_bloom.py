@@ -34,7 +34,7 @@ import binascii
 import math
 import numbers
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -366,9 +366,7 @@ def might_contain_any_of(blooms: Sequence[HudiBloomFilter], prepared: Sequence[K
         by_shape.setdefault((bloom.nb_hash, bloom.vector_size), []).append(index)
     for (nb_hash, vector_size), members in by_shape.items():
         probes = [batch.positions(nb_hash, vector_size) for batch in prepared]
-        step = max(1, STACKED_CELLS // (keys * max(blooms[members[0]].rows, 1)))
-        for start in range(0, len(members), step):
-            chunk = members[start : start + step]
+        for chunk in _chunks(members, [blooms[i].rows for i in members], max(1, STACKED_CELLS // keys)):
             packed = np.concatenate([blooms[i]._packed for i in chunk])
             owners = np.repeat(np.arange(len(chunk)), [blooms[i].rows for i in chunk])
             row_holds = np.zeros(len(packed), dtype=bool)
@@ -381,6 +379,20 @@ def might_contain_any_of(blooms: Sequence[HudiBloomFilter], prepared: Sequence[K
             np.logical_or.at(held, owners, row_holds)
             out[chunk] = held
     return out
+
+
+def _chunks(members: list[int], rows: list[int], most_rows: int) -> Iterator[list[int]]:
+    """`members` in runs of at most `most_rows` filter rows (a filter with more rows makes a run alone)."""
+    chunk: list[int] = []
+    total = 0
+    for member, count in zip(members, rows, strict=True):
+        if chunk and total + count > most_rows:
+            yield chunk
+            chunk, total = [], 0
+        chunk.append(member)
+        total += count
+    if chunk:
+        yield chunk
 
 
 def _nbytes(vector_size: int) -> int:
