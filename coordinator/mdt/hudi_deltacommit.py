@@ -170,6 +170,19 @@ def _changed_files(records: Sequence[Mapping[str, Any]]) -> _ChangedFiles:
     return changed
 
 
+def base_stats_records(data: Storage, file: tuple[str, str], footer: pq.FileMetaData) -> list[dict]:
+    """The `column_stats` records of base file (partition, name): from its footer, and for the float columns
+    its footer keeps no statistics of, from their values read back."""
+    floats = hudi_commit_records.unrecorded_floats(footer)
+    values = {}
+    if floats:
+        path = f"{file[0]}/{file[1]}" if file[0] else file[1]
+        with _reading(path), data.open_input(path) as handle:
+            read = pq.ParquetFile(handle).read(columns=floats)
+        values = {name: read.column(name) for name in floats}
+    return hudi_commit_records.column_stats_records(file[0], file[1], footer, values)
+
+
 def log_stats_records(data: Storage, logs: Sequence[tuple[str, str, int]], indexed: Sequence[str]) -> list[dict]:
     """The `column_stats` records of each (partition, name, size) log, read back whole and verified."""
     records = []
@@ -281,7 +294,7 @@ def index_records(
     read = list(zip(added, footers(mdt.data_storage, added), strict=True))
     out: dict[str, list[dict[str, Any]]] = {}
     if COLUMN_STATS in wanted:
-        stats = [r for (p, n), f in read for r in hudi_commit_records.column_stats_records(p, n, f)]
+        stats = [r for file, footer in read for r in base_stats_records(mdt.data_storage, file, footer)]
         columns = indexed_columns(mdt.data_storage) if deleted or changed.added_logs else []
         stats += log_stats_records(mdt.data_storage, changed.added_logs, columns)
         stats += [hudi_records.column_stats_tombstone(p, n, c) for p, n in deleted for c in columns]

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from coordinator.mdt.hudi_deltacommit import (
+    base_stats_records,
     bloom_filter_records,
     footers,
     indexed_columns,
@@ -27,7 +28,7 @@ from timeline.format.instant import DELTA_COMMIT, Instant
 from timeline.format.table_config import TableConfig, read_config, record_metadata_indexes, record_metadata_partitions
 from timeline.io.storage import Storage
 from timeline.mdt import file_group_writes as writes
-from timeline.mdt import hudi_commit_records, hudi_records
+from timeline.mdt import hudi_records
 from timeline.mdt.file_slices import list_file_groups
 from timeline.mdt.hudi_layout import (
     BLOOM_FILTERS,
@@ -142,7 +143,7 @@ def _file_records(
         (footer,) = footers(storage, [file])
         out = {}
         if COLUMN_STATS in times:
-            out[COLUMN_STATS] = hudi_commit_records.column_stats_records(file[0], file[1], footer)
+            out[COLUMN_STATS] = base_stats_records(storage, file, footer)
         if BLOOM_FILTERS in times:
             out[BLOOM_FILTERS] = bloom_filter_records(storage, times[BLOOM_FILTERS], [(file, footer)], config=config)
         return out
@@ -185,8 +186,8 @@ class PartitionCheck:
 
 def _comparable(partition: str, record: dict) -> tuple:
     """What a record says about its file: the statistics, or the filter (not the instant that wrote it)."""
-    if partition == COLUMN_STATS:
-        return astuple(hudi_records.column_stats_of(record))
+    if partition == COLUMN_STATS:  # repr: a NaN bound (a float column holding NaN) equals itself
+        return (repr(astuple(hudi_records.column_stats_of(record))),)
     bloom = hudi_records.bloom_filter_of(record)
     return bloom.type, bytes(bloom.bloom_filter), bloom.is_deleted
 
@@ -210,7 +211,7 @@ def validate(
         computed: dict[str, tuple[tuple[str, str], dict]] = {}
         for (p, n), footer in read:
             if partition == COLUMN_STATS:
-                records = hudi_commit_records.column_stats_records(p, n, footer)
+                records = base_stats_records(mdt.data_storage, (p, n), footer)
             else:
                 records = bloom_filter_records(mdt.data_storage, "", [((p, n), footer)])
             computed.update({r["key"]: ((p, n), r) for r in records})

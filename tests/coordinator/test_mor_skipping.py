@@ -8,6 +8,7 @@ plain model of the table filtered in Python; for the records in the MDT, `index_
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import date, datetime, timezone
 from decimal import Decimal
@@ -72,8 +73,10 @@ def _expected(column: str, values: list) -> tuple:
     """(min, max, value count, null count) of one column as Hudi records it, worked out plainly."""
     present = [v for v in values if v is not None]
     nulls = len(values) if column == "tags" else len(values) - len(present)
-    if column in ("nested", "tags") or not present or (column == "d" and any(v != v for v in present)):
+    if column in ("nested", "tags") or not present:
         return None, None, len(values), nulls
+    if column == "d" and any(v != v for v in present):  # no NaN bound: Java's skipping drops such a file
+        return hv.Wrapped(hv.DOUBLE, -math.inf), hv.Wrapped(hv.DOUBLE, math.inf), len(values), nulls
     wrapper = {
         "i": hv.INT, "l": hv.LONG, "d": hv.DOUBLE, "s": hv.STRING, "b": hv.BOOLEAN, "day": hv.DATE,
         "at": hv.LONG, "amount": hv.DECIMAL,
@@ -91,6 +94,11 @@ def _expected(column: str, values: list) -> tuple:
 
     low, high = min(present), max(present)
     return hv.Wrapped(wrapper, stored(low)), hv.Wrapped(wrapper, stored(high)), len(values), nulls
+
+
+def _same(got: tuple, expected: tuple) -> bool:
+    """Equal, a NaN bound equal to a NaN bound."""
+    return repr(got) == repr(expected)
 
 
 def _block(rows: list[dict]) -> bytes:
@@ -113,7 +121,7 @@ def test_log_statistics_are_the_values_of_its_data_blocks(blocks: list[list[dict
     for column in SCHEMA.names:
         found = stats[column]
         got = (found.min_value, found.max_value, found.value_count, found.null_count)
-        assert got == _expected(column, [row[column] for row in every]), column
+        assert _same(got, _expected(column, [row[column] for row in every])), column
         assert (found.total_size, found.total_uncompressed_size, found.file_name) == (0, 0, ".f_1.log.1_0-0-0")
 
 

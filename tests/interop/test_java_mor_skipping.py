@@ -11,6 +11,7 @@ false (moved below every value): Java then skips that log's slice, which the rec
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pyarrow as pa
 
@@ -25,7 +26,10 @@ from timeline.table import Table
 
 CONFIG = CoordinatorConfig(lock_uri="memory", auto_archive=False, column_stats_enabled=True)
 # partition pK holds values K*1000..K*1000+99; the upsert moves key 5 (in p1) to 3500 and nulls key 6 (p2)
-WHERES = ["v >= 3400", "v < 100", "v BETWEEN 1000 AND 1099", "v = 3500", "v IS NULL", "v > 100000"]
+# f = v / 10, NaN for keys divisible by 7 (Tandem writes floats without footer statistics: their records come
+# from the values, NaN ordered above every number as Java orders it)
+WHERES = ["v >= 3400", "v < 100", "v BETWEEN 1000 AND 1099", "v = 3500", "v IS NULL", "v > 100000",
+          "f > 340", "f < 10", "f = 350.0", "f BETWEEN 100 AND 109", "f > 1000000", "isnan(f)"]  # fmt: skip
 
 
 def _batch(values: dict[int, int | None], ts: int) -> pa.Table:
@@ -35,6 +39,7 @@ def _batch(values: dict[int, int | None], ts: int) -> pa.Table:
             "id": ids,
             "p": [f"p{i % 4}" for i in ids],
             "v": pa.array([values[i] for i in ids], pa.int64()),
+            "f": pa.array([None if values[i] is None else math.nan if i % 7 == 0 else values[i] / 10 for i in ids]),
             "ts": [ts] * len(ids),
         }
     )

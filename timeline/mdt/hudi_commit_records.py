@@ -23,7 +23,7 @@ from timeline.format.commit_metadata import CommitMetadata
 from timeline.index.hudi_bloom import from_footer
 from timeline.mdt import hudi_records
 from timeline.mdt.hudi_records import ColumnStats
-from timeline.mdt.hudi_values import Wrapped, missing_bound, order_key, wrap
+from timeline.mdt.hudi_values import Wrapped, float_bounds, missing_bound, order_key, wrap
 
 
 def files_records(metadata: CommitMetadata) -> list[dict[str, Any]]:
@@ -59,7 +59,12 @@ def _higher(a: Wrapped | None, b: Wrapped | None) -> Wrapped | None:
     return a if order_key(a) >= order_key(b) else b
 
 
-def column_stats(file_name: str, footer: pq.FileMetaData, schema: pa.Schema) -> list[ColumnStats]:
+def column_stats(
+    file_name: str,
+    footer: pq.FileMetaData,
+    schema: pa.Schema,
+    floats: Mapping[str, pa.ChunkedArray] | None = None,
+) -> list[ColumnStats]:
     """The statistics of each top-level primitive column of a Parquet file, from its footer (in column
     order): min of the row groups' mins, max of their maxes, counts and sizes summed. A chunk holding values
     without a min and max (no statistics, or values longer than its writer keeps in them) leaves its column
@@ -99,15 +104,40 @@ def column_stats(file_name: str, footer: pq.FileMetaData, schema: pa.Schema) -> 
                 found.total_size + chunk.total_compressed_size,
                 found.total_uncompressed_size + chunk.total_uncompressed_size,
             )
+    for name, values in (floats or {}).items():  # the file's own values, where its footer kept no statistics
+        low, high = float_bounds(values, values.type)
+        if name in out:
+            out[name] = dataclasses.replace(out[name], min_value=low, max_value=high, null_count=values.null_count)
+        unbounded.discard(name)
     return [
         dataclasses.replace(s, min_value=None, max_value=None) if s.column_name in unbounded else s
         for s in out.values()
     ]
 
 
-def column_stats_records(partition: str, file_name: str, footer: pq.FileMetaData) -> list[dict[str, Any]]:
+def unrecorded_floats(footer: pq.FileMetaData) -> list[str]:
+    """The top-level float columns of a Parquet file whose footer keeps no min and max (Tandem's files): their
+    statistics must come from the values, or the record would claim every value null and Java's data skipping
+    would rule the file out for any comparison on them."""
+    names = set()
+    for group in range(footer.num_row_groups):
+        row_group = footer.row_group(group)
+        for i in range(row_group.num_columns):
+            chunk = row_group.column(i)
+            stats = chunk.statistics
+            if chunk.physical_type in ("FLOAT", "DOUBLE") and "." not in chunk.path_in_schema:
+                if stats is None or not stats.has_min_max:
+                    names.add(chunk.path_in_schema)
+    return sorted(names)
+
+
+def column_stats_records(
+    partition: str, file_name: str, footer: pq.FileMetaData, floats: Mapping[str, pa.ChunkedArray] | None = None
+) -> list[dict[str, Any]]:
+    """`floats`: the values of the file's `unrecorded_floats` columns."""
     schema = footer.schema.to_arrow_schema()
-    return [hudi_records.column_stats_record(partition, s) for s in column_stats(file_name, footer, schema)]
+    stats = column_stats(file_name, footer, schema, floats)
+    return [hudi_records.column_stats_record(partition, s) for s in stats]
 
 
 def bloom_filter_records(instant: str, files: Iterable[tuple[str, str, pq.FileMetaData]]) -> list[dict[str, Any]]:

@@ -6,8 +6,8 @@ block adds no row), with both sizes 0.
 - `valueCount` counts every record; `nullCount` its nulls and, as Java's `canCompare` rules, every map value.
 - Bounds are the Avro values as Java compares them: dates as days (`LocalDate.ofEpochDay`, no calendar detour,
   unlike a Parquet footer's), timestamps as the stored long in the field's unit, decimals upcast as for base
-  files. Nested fields get none. A float column holding NaN gets none: Java ranks NaN above every number, a
-  bound no reader can use.
+  files, floats from their values, -inf to +inf when a NaN is there (`hudi_values.float_bounds`). Nested fields get
+  none.
 - A log with a delete block and no data block gets Hudi's empty record per indexed column (no bounds, counts 0);
   a log of command blocks alone (a rollback's) gets none: Hudi indexes no rollback log, so its slice is never
   skipped.
@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from timeline.format.avro_schema import avro_to_arrow
 from timeline.hudi_log import BlockType, LogBlock, avro_records
 from timeline.mdt.hudi_records import ColumnStats
-from timeline.mdt.hudi_values import DATE, Wrapped, order_key, wrap
+from timeline.mdt.hudi_values import DATE, Wrapped, float_bounds, order_key, wrap
 
 
 def log_column_stats(file_name: str, blocks: Sequence[LogBlock], indexed: Iterable[str]) -> list[ColumnStats]:
@@ -50,10 +50,11 @@ def _rows(block: LogBlock) -> pa.Table:
 def _column(file_name: str, field: pa.Field, values: pa.ChunkedArray) -> ColumnStats:
     nulls = len(values) if pa.types.is_map(field.type) else values.null_count
     low = high = None
-    if _bounded(field.type) and values.null_count < len(values):
-        if not (pa.types.is_floating(field.type) and pc.any(pc.is_nan(values)).as_py()):
-            extremes = pc.min_max(values)
-            low, high = (_wrapped(extremes[end], field.type) for end in ("min", "max"))
+    if pa.types.is_floating(field.type):
+        low, high = float_bounds(values, field.type)
+    elif _bounded(field.type) and values.null_count < len(values):
+        extremes = pc.min_max(values)
+        low, high = (_wrapped(extremes[end], field.type) for end in ("min", "max"))
     return ColumnStats(file_name, field.name, low, high, len(values), nulls, 0, 0)
 
 

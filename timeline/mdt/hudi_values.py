@@ -31,6 +31,7 @@ from decimal import Decimal, localcontext
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from timeline.mdt.hudi_schema import full_name
 
@@ -138,6 +139,20 @@ def wrap(value: Any, dtype: pa.DataType) -> Wrapped | None:
     if pa.types.is_decimal(dtype):
         return Wrapped(DECIMAL, _upcast_decimal(value))
     raise TypeError(f"Hudi 0.15 has no column-statistics wrapper for a column of type {dtype}")
+
+
+def float_bounds(values: pa.Array | pa.ChunkedArray, dtype: pa.DataType) -> tuple[Wrapped | None, Wrapped | None]:
+    """The bounds recorded for a float column's values (Tandem writes floats without footer statistics, see
+    `coordinator/write/parquet_files.py`, so they come from the values): their least and greatest, or, when a
+    NaN is among them, -inf and +inf. SQL engines order NaN above every number, but Java 0.15's data skipping
+    rules a file out when its bound is NaN (observed: `f > 340` then misses the NaN rows), so no NaN bound is
+    written; the infinite range keeps the file for every comparison but `> +inf` and `= NaN`."""
+    if values.null_count == len(values):
+        return None, None
+    if pc.any(pc.is_nan(values)).as_py():
+        return wrap(-math.inf, dtype), wrap(math.inf, dtype)
+    extremes = pc.min_max(values)
+    return wrap(extremes["min"].as_py(), dtype), wrap(extremes["max"].as_py(), dtype)
 
 
 def missing_bound(dtype: pa.DataType, physical_type: str) -> Wrapped | None:
