@@ -37,6 +37,7 @@ from timeline.format.data_logs import parse_data_log
 from timeline.format.instant import COMPACTION, Instant, State
 from timeline.format.keys import record_keys
 from timeline.format.meta_fields import META_COLUMNS, RECORD_KEY
+from timeline.format.partition_path import file_path
 from timeline.format.table_config import TableConfig, read_config
 from timeline.hudi_log import HudiLogError, read_intact
 from timeline.index.hudi_bloom import DYNAMIC_V0, SIMPLE, create_bloom_filter, from_footer
@@ -176,7 +177,7 @@ def base_stats_records(data: Storage, file: tuple[str, str], footer: pq.FileMeta
     floats = hudi_commit_records.unrecorded_floats(footer)
     values = {}
     if floats:
-        path = f"{file[0]}/{file[1]}" if file[0] else file[1]
+        path = file_path(*file)
         with _reading(path), data.open_input(path) as handle:
             read = pq.ParquetFile(handle).read(columns=floats)
         values = {name: read.column(name) for name in floats}
@@ -187,7 +188,7 @@ def log_stats_records(data: Storage, logs: Sequence[tuple[str, str, int]], index
     """The `column_stats` records of each (partition, name, size) log, read back whole and verified."""
     records = []
     for partition, name, size in logs:
-        path = f"{partition}/{name}" if partition else name
+        path = file_path(partition, name)
         with _reading(path):
             try:
                 stats = log_column_stats(name, read_intact(data.read_bytes(path), size or None), indexed)
@@ -202,7 +203,7 @@ def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMeta
     one is gone (for a commit: its files rolled back by another process while it was paused)."""
 
     def footer(file: tuple[str, str]) -> pq.FileMetaData:
-        path = f"{file[0]}/{file[1]}" if file[0] else file[1]
+        path = file_path(*file)
         with _reading(path), data.open_input(path) as handle:
             return pq.ParquetFile(handle).metadata
 
@@ -214,7 +215,7 @@ def footers(data: Storage, files: Sequence[tuple[str, str]]) -> list[pq.FileMeta
 
 def _file_keys(data: Storage, config: TableConfig, file: tuple[str, str]) -> list[str]:
     """The record keys a data file holds: its `_hoodie_record_key` column, else built from the key fields."""
-    path = f"{file[0]}/{file[1]}" if file[0] else file[1]
+    path = file_path(*file)
     with _reading(path), data.open_input(path) as handle:
         parquet = pq.ParquetFile(handle)
         if config.populate_meta_fields and RECORD_KEY in parquet.schema_arrow.names:

@@ -25,6 +25,7 @@ from timeline.errors import BadInputError, UnreadableDataFileError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.data_logs import parse_data_log
 from timeline.format.instant import DELTA_COMMIT, Instant
+from timeline.format.partition_path import file_path
 from timeline.format.table_config import TableConfig, read_config, record_metadata_indexes, record_metadata_partitions
 from timeline.io.storage import Storage
 from timeline.mdt import file_group_writes as writes
@@ -243,7 +244,7 @@ def _log_stats(
     writes tombstones for base files only)."""
     logs = MetadataReader(mdt, data_timeline).listed_logs()
     named = {hudi_records.column_stats_of(r).file_name for r in stored.values()}
-    logs = [(p, n, size) for p, n, size in logs if n in named and (f"{p}/{n}" if p else n) not in being_deleted]
+    logs = [(p, n, size) for p, n, size in logs if n in named and file_path(p, n) not in being_deleted]
     columns = indexed_columns(mdt.data_storage) if logs else []
     return {
         r["key"]: ((log[0], log[1]), r) for log in logs for r in log_stats_records(mdt.data_storage, [log], columns)

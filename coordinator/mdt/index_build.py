@@ -32,6 +32,7 @@ from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import INDEXING, Instant, State
 from timeline.format.keys import record_keys
 from timeline.format.meta_fields import RECORD_KEY
+from timeline.format.partition_path import file_path
 from timeline.format.table_config import TableConfig, read_config, record_metadata_indexes
 from timeline.index.bloom import BloomFilter
 from timeline.index.column_ranges import ranges_of_parquet
@@ -62,7 +63,7 @@ class FileIndex:
 
 def index_file(config: TableConfig, mdt: MetadataTable, partition: str, name: str, wanted: list[str]) -> FileIndex:
     """Records of one live file, from its footer (and columns the footer cannot bound)."""
-    path = f"{partition}/{name}" if partition else name
+    path = file_path(partition, name)
     found = FileIndex(partition, name)
     try:
         with mdt.data_storage.open_input(path) as handle:
@@ -118,10 +119,6 @@ def index_files_on_spark(
 def _index_remote(base_uri: str, wanted: list[str], file: tuple[str, str]) -> FileIndex:
     storage = Storage(base_uri)
     return index_file(read_config(storage), MetadataTable(storage), file[0], file[1], wanted)
-
-
-def _path(partition: str, name: str) -> str:
-    return f"{partition}/{name}" if partition else name
 
 
 def live_files(mdt: MetadataTable, data_timeline: ActiveTimeline) -> list[tuple[str, str]]:
@@ -293,13 +290,13 @@ def validate(
     """Recompute every index the table keeps from the live files' footers and compare, record by record.
     `being_deleted`: paths a pending clean is deleting (the MDT lists them until the clean mirrors)."""
     if mdt.is_hudi_format():
-        files = [f for f in live_files(mdt, data_timeline) if _path(*f) not in being_deleted]
+        files = [f for f in live_files(mdt, data_timeline) if file_path(*f) not in being_deleted]
         return [
             IndexReport(
                 c.partition,
                 files=len(files),
-                missing=[_shown(*f) for f in c.missing],
-                wrong=[_shown(*f) for f in c.wrong],
+                missing=[file_path(*f) for f in c.missing],
+                wrong=[file_path(*f) for f in c.wrong],
                 stale=[f"record {key}" for key in c.stale],
             )
             for c in hudi_index_build.validate(mdt, data_timeline, files, being_deleted)
@@ -315,19 +312,19 @@ def validate(
     for partition in kept:
         stored = reader.index(partition).to_pylist()
         report = IndexReport(partition, files=len(files))
-        report.unreadable = [_shown(p, n) + f": {f.error}" for (p, n), f in found.items() if f.error]
+        report.unreadable = [file_path(p, n) + f": {f.error}" for (p, n), f in found.items() if f.error]
         by_file: dict[tuple[str, str], list[dict]] = {}
         for record in stored:
             by_file.setdefault(indexes.file_of(record), []).append(record)
-        report.stale = sorted(_shown(*k) for k in by_file if k not in found)
+        report.stale = sorted(file_path(*k) for k in by_file if k not in found)
         for key, computed in found.items():
             if computed.error:
                 continue
             have = by_file.get(key)
             if not have:
-                report.missing.append(_shown(*key))
+                report.missing.append(file_path(*key))
             elif not _same(partition, have, computed):
-                report.wrong.append(_shown(*key))
+                report.wrong.append(file_path(*key))
         reports.append(report)
     return reports
 
@@ -360,7 +357,3 @@ def _contains(mine: ColumnRange, truth: ColumnRange) -> bool:
     low = truth.min is None or (mine.min is not None and mine.min <= truth.min) or mine.min is None
     high = truth.max is None or (mine.max is not None and mine.max >= truth.max) or mine.max is None
     return counts and low and high
-
-
-def _shown(partition: str, name: str) -> str:
-    return f"{partition}/{name}" if partition else name

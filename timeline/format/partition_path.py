@@ -81,6 +81,11 @@ def canonical(path: str, where: str, error: type[BadInputError] = BadInputError)
     return path
 
 
+def file_path(partition: str, name: str) -> str:
+    """A file's path relative to the table base: `name` under `partition` ("" is the base itself)."""
+    return f"{partition}/{name}" if partition else name
+
+
 def split_file_path(path: str, where: str, error: type[BadInputError] = BadInputError) -> tuple[str, str]:
     """(partition, file name) of a file path relative to the table base, both checked.
 

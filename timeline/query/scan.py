@@ -30,6 +30,7 @@ from timeline.format.data_logs import DataLog, parse_data_log, slice_logs
 from timeline.format.file_names import BaseFile
 from timeline.format.fs_view import FILES_SCHEMA, latest_files
 from timeline.format.instant import CLEAN, WRITE_ACTIONS, query_instant
+from timeline.format.partition_path import file_path
 from timeline.index.column_stats import ColumnRange
 from timeline.io import read_once
 from timeline.mdt.hudi_ranges import column_range
@@ -111,7 +112,7 @@ class ScanPlan:
         out = []
         for partition, name, size, file_id, instant in zip(*columns, strict=True):
             ranges = self.ranges.get((partition, name)) if self.ranges is not None else None
-            path = f"{partition}/{name}" if partition else name
+            path = file_path(partition, name)
             out.append(Split(path, partition, file_id, instant, size, values[partition], ranges))
         return out
 
@@ -308,7 +309,7 @@ class _Lister:
             return None
         newest = pc.index(files.column("instant"), pc.max(files.column("instant"))).as_py()
         partition, name = files.column("partition")[newest].as_py(), files.column("file")[newest].as_py()
-        return table_schema.of_file(self.table, f"{partition}/{name}" if partition else name)
+        return table_schema.of_file(self.table, file_path(partition, name))
 
 
 def _check_retained(timeline: ActiveTimeline, as_of: str) -> None:
