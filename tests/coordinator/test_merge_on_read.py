@@ -340,6 +340,15 @@ def _stale_writer(table: Table, view) -> LocalWriter:
     return stale
 
 
+def _write_without_a_valid_lock(monkeypatch, table: Table, view, rows: pa.Table) -> None:
+    """An upsert by a stale writer that lost its lock: it planned on `view` and checks no conflict."""
+    import coordinator.protocol.conflicts as conflicts
+
+    with monkeypatch.context() as patched:
+        patched.setattr(conflicts, "check", lambda *args, **kwargs: None)
+        _stale_writer(table, view).write(rows, "upsert")
+
+
 def _planned_after_a_view(tmp_path):
     """A table whose group of keys 1 and 4 has a log, a view read before compaction C was planned, and C."""
     table = new_table(tmp_path)
@@ -367,15 +376,11 @@ def test_a_write_to_a_slice_a_pending_compaction_folds_conflicts_with_the_plan(t
 def test_a_compaction_that_would_bury_a_committed_log_is_abandoned(tmp_path, monkeypatch):
     """The storage-side check: a writer that committed past the conflict check (no valid lock) into a planned
     slice makes the compaction give up, never lose the write; the next compaction folds it."""
-    import coordinator.protocol.conflicts as conflicts
     from timeline.errors import ConflictError
 
     table, before_plan, time = _planned_after_a_view(tmp_path)
     staged = data_compaction.execute(table, time)
-    checked = conflicts.check
-    monkeypatch.setattr(conflicts, "check", lambda *args, **kwargs: None)  # the lost-lock writer checks nothing
-    _stale_writer(table, before_plan).write(batch([4], [40], [3]), "upsert")
-    monkeypatch.setattr(conflicts, "check", checked)
+    _write_without_a_valid_lock(monkeypatch, table, before_plan, batch([4], [40], [3]))
     with held(table_lock(table, CONFIG)), pytest.raises(ConflictError, match=f"compaction {time} abandoned"):
         data_compaction.complete(table, staged, CONFIG.max_delta_commits)
     assert table.timeline().find(time) is None and not any(table.storage.exists(s.path) for s in staged.stats)
@@ -453,17 +458,13 @@ def test_a_slice_with_a_write_in_flight_is_not_planned(tmp_path):
 def test_a_compaction_whose_new_slice_was_extended_stays_pending_rather_than_lose_a_write(tmp_path, monkeypatch):
     """Neither completing (it would hide a log committed to the folded slice by a writer without a valid lock)
     nor abandoning (it would orphan the logs named for it) loses a write: the compaction stays pending."""
-    import coordinator.protocol.conflicts as conflicts
     from timeline.errors import ConflictError
 
     table, before_plan, time = _planned_after_a_view(tmp_path)
     staged = data_compaction.execute(table, time)
     writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
     writer.write(batch([1], [11], [3]), "upsert")  # extends the slice C starts
-    checked = conflicts.check
-    monkeypatch.setattr(conflicts, "check", lambda *args, **kwargs: None)  # the lost-lock writer checks nothing
-    _stale_writer(table, before_plan).write(batch([4], [40], [4]), "upsert")
-    monkeypatch.setattr(conflicts, "check", checked)
+    _write_without_a_valid_lock(monkeypatch, table, before_plan, batch([4], [40], [4]))
     with held(table_lock(table, CONFIG)), pytest.raises(ConflictError, match=f"compaction {time} cannot complete"):
         data_compaction.complete(table, staged, CONFIG.max_delta_commits)
     assert data_compaction.pending(table) == [time]
