@@ -23,7 +23,7 @@ from timeline.errors import BadInputError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from coordinator.write.writer import WriteResult
+    from coordinator.write.writer import WriteOptions, WriteResult
     from timeline.table import Table
 
 
@@ -38,15 +38,18 @@ def write(
     path: str, input_path: str, operation: str, engine: str, as_json: bool, lock_uri: str | None, settings: tuple
 ):
     """Write a file of rows as one instant (exit 3 if it lost a conflict, 4 if the lock was unavailable)."""
+    from coordinator.config import parse_settings
     from coordinator.write.input_files import read_input
-    from coordinator.write.writer import LocalWriter
+    from coordinator.write.writer import FILE_SIZING, LocalWriter, WriteOptions
 
-    config = coordinator_config(lock_uri, settings)
+    sizing = {k: v for k, v in parse_settings(settings).items() if k in FILE_SIZING}
+    options = WriteOptions.from_hudi(sizing)
+    config = coordinator_config(lock_uri, tuple(s for s in settings if s.partition("=")[0].strip() not in sizing))
     table = open_table(path)
     if engine == "spark":
-        result = _spark_write(table, input_path, operation, config)
+        result = _spark_write(table, input_path, operation, options, config)
     else:
-        result = LocalWriter(table, coordinator=config).write(read_input(input_path), operation)
+        result = LocalWriter(table, options, config).write(read_input(input_path), operation)
     doc = {
         "instant": result.instant,
         "operation": operation,
@@ -251,13 +254,14 @@ def ls(path: str, partition: str | None, source: str | None, as_json: bool):
         click.echo(f"{item['partition'] or '.'}\t{item['file']}\t{item['size']}")
 
 
-def _spark_write(table: Table, input_path: str, operation: str, config) -> WriteResult:
+def _spark_write(table: Table, input_path: str, operation: str, options: WriteOptions, config) -> WriteResult:
     from coordinator.spark.inputs import read_input_frame
     from coordinator.spark.session import local_session
     from coordinator.spark.writer import SparkWriter
 
     with local_session() as spark:
-        return SparkWriter(spark, table, coordinator=config).write(read_input_frame(spark, input_path), operation)
+        writer = SparkWriter(spark, table, options, coordinator=config)
+        return writer.write(read_input_frame(spark, input_path), operation)
 
 
 def _spark_read(path: str, as_of: str | None, where: str | None, since: str | None, until: str | None) -> pa.Table:

@@ -136,7 +136,7 @@ class SparkWriter:
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
             if on_begin is not None:
                 on_begin(txn.time)
-            view, existing = self.local.view_and_schema(operation, txn.begun)
+            view, existing = self.local.view_and_schema(operation, txn.begun, tops_up=False)
             self.local.require_key_columns(df.columns)
             schema = target_schema(arrow_schema(df.schema), existing, operation)
             metadata = CommitMetadata(

@@ -80,10 +80,20 @@ def merge(
     return write
 
 
+def top_up(reads: BaseFileReads, base: BaseFile, incoming: pa.Table, schema: pa.Schema | None) -> FileWrite:
+    """Hudi's insert into a small file group: its stored rows carried, the new records after them, no key
+    matched (an insert keeps duplicates, as Hudi's `hoodie.merge.allow.duplicate.on.inserts` does by default)."""
+    old = reads.rows_of(base)
+    if schema is not None:
+        old = conform(old, schema, exact=False)
+    rows = pa.concat_tables([old, incoming], promote_options="permissive")
+    return FileWrite(base.partition, base.file_id, rows, prev_commit=base.instant, inserts=incoming.num_rows)
+
+
 def fit(write: FileWrite, max_file_size: int) -> list[FileWrite]:
     """A rewritten group over the target size keeps what fits; its last new records start new groups.
 
-    Rows are ordered carried, updated, inserted (see `merge`), so only inserts ever move.
+    Rows are ordered carried, updated, inserted (see `merge`, `top_up`), so only inserts ever move.
     """
     if write.inserts == 0:
         return [write]

@@ -1,7 +1,8 @@
 """The local writer: one Arrow table in, one instant out.
 
-insert and bulk_insert create new file groups sized by a target file size;
-upsert and delete rewrite the affected file groups (rows carried over keep all
+insert and bulk_insert create new file groups sized by a target file size (an
+insert first tops up each partition's smallest file group below the small-file
+limit, as Hudi's does); upsert and delete rewrite the affected file groups (rows carried over keep all
 their meta columns), or on a merge-on-read table write each group's updates and
 deletes as a new log file of its slice (a deltacommit; new records still go to
 base files); insert_overwrite replaces every file group of the touched
@@ -52,14 +53,29 @@ DEFAULT_MAX_FILE_SIZE = 120 * 1024 * 1024
 STREAMED = ("insert", "bulk_insert")  # operations that stream their input into new file groups
 INPUT_BATCH_ROWS = 128 * 1024  # rows of an in-memory input taken at a time by a streamed write
 DEFAULT_SMALL_FILE_LIMIT = 100 * 1024 * 1024
+FILE_SIZING = {"hoodie.parquet.max.file.size": "max_file_size", "hoodie.parquet.small.file.limit": "small_file_limit"}
 
 
 @dataclass
 class WriteOptions:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     row_group_size: int = 128 * 1024
-    # Hudi's hoodie.parquet.small.file.limit: an upsert's new records top up a file group below it
+    # Hudi's hoodie.parquet.small.file.limit: an insert's or upsert's new records top up a file group below it
     small_file_limit: int = DEFAULT_SMALL_FILE_LIMIT
+
+    @classmethod
+    def from_hudi(cls, props: dict[str, str]) -> WriteOptions:
+        """Hudi's file-sizing settings (`hoodie.parquet.max.file.size`, `hoodie.parquet.small.file.limit`)."""
+        options = cls()
+        for key, name in FILE_SIZING.items():
+            if key in props:
+                try:
+                    setattr(options, name, int(props[key]))
+                except ValueError:
+                    raise BadInputError(f"{key}={props[key]!r} is not a number of bytes") from None
+        if options.max_file_size <= 0 or options.small_file_limit < 0:
+            raise BadInputError("hoodie.parquet.max.file.size must be > 0 and hoodie.parquet.small.file.limit >= 0")
+        return options
 
 
 @dataclass
@@ -113,10 +129,14 @@ class LocalWriter:
         """The newest file's schema; gone means a concurrent writer and clean moved past this view."""
         return existing_schema(self.table, view)
 
-    def view_and_schema(self, operation: str, begun: Begun) -> tuple[FileSystemView | None, pa.Schema | None]:
-        """The view to plan against (inserts need none) and the table's schema before this write."""
+    def view_and_schema(
+        self, operation: str, begun: Begun, tops_up: bool = True
+    ) -> tuple[FileSystemView | None, pa.Schema | None]:
+        """The view to plan against (a bulk_insert needs none, nor an insert that tops up no group) and the
+        table's schema before this write."""
         known, existing = table_schema.recorded(self.table, begun.timeline)
-        if operation in ("insert", "bulk_insert") and known:
+        tops_up = tops_up and operation == "insert" and self.options.small_file_limit > 0
+        if operation in ("insert", "bulk_insert") and known and not tops_up:
             return None, existing
         view = self.table.view()
         return view, existing if known else self.existing_schema(view)
@@ -145,6 +165,33 @@ class LocalWriter:
         """The files of tagged records: NEW ones start file groups, the rest rewrite their target group."""
         max_file_size = self.options.max_file_size
         return file_groups.plan_tagged(tagged, bases, schema, self.reads, self.config, max_file_size, self.io_threads)
+
+    def insert_targets(self, view: FileSystemView | None) -> dict[str, BaseFile]:
+        """Hudi's insert: per partition, the smallest file group below the small-file limit, rewritten with the
+        partition's first new rows; on merge-on-read only a group whose latest slice has no logs and no pending
+        compaction (`log_slices`)."""
+        if view is None:
+            return {}
+        extended = log_slices.LogSlices(view).extended if self.config.merge_on_read else frozenset()
+        files = {(f.partition, f.file_id): f for f in view.latest_base_files() if f.file_id not in extended}
+        chosen = tagging.small_groups(list(files.values()), self.options.small_file_limit)
+        return {partition: files[partition, file_id] for partition, file_id in chosen.items()}
+
+    def top_up(
+        self, txn: InstantSink, base: BaseFile, rows: pa.Table, schema: pa.Schema, task: Callable[[], int]
+    ) -> list[WriteStat]:
+        """`base`'s group rewritten with new rows after its own (`file_groups.top_up`); what passes the target
+        file size starts new groups. On merge-on-read a row whose key the group holds starts a new group too:
+        two copies in one base file are merged with a later log record differently by each of Hudi's readers
+        (its 0.15 Spark reader updates the first copy only), copies in two groups are each updated."""
+        elsewhere = rows.slice(0, 0)
+        if self.config.merge_on_read:
+            held = pc.is_in(rows.column(KEY), value_set=self.reads.keys_of(base, False).combine_chunks())
+            rows, elsewhere = rows.filter(pc.invert(held)), rows.filter(held)
+        max_size = self.options.max_file_size
+        writes = file_groups.fit(file_groups.top_up(self.reads, base, rows, schema), max_size) if rows else []
+        writes += self.split_new(base.partition, elsewhere)
+        return [self.write_file(txn, write, task()) for write in writes]
 
     def takes_inserts(self, base: BaseFile, records: pa.Table, small: AbstractSet[str]) -> bool:
         """Whether a merge-on-read group's tagged records include new ones (only a small group without logs
@@ -260,7 +307,8 @@ class LocalWriter:
             metadata = CommitMetadata(operation_type=operation.upper(), schema=arrow_to_avro(schema, self.config.name))
             if operation in STREAMED:
                 spill = stack.enter_context(closing(SpillFile()))  # open until the commit has written the MDT
-                rows_in = self._insert(txn, data, schema, metadata, spill)
+                small = self.insert_targets(view) if operation == "insert" else {}
+                rows_in = self._insert(txn, data, schema, metadata, spill, small)
             else:
                 rows_in = data.num_rows
                 self._rewrite(txn, data, operation, action, view, schema, metadata)
@@ -274,11 +322,14 @@ class LocalWriter:
         schema: pa.Schema,
         metadata: CommitMetadata,
         spill: SpillFile,
+        small: dict[str, BaseFile],
     ) -> int:
         """Stream the input into new file groups (`new_files.InsertFiles`), large bloom filters waiting for the
-        commit in `spill`; the number of rows read."""
+        commit in `spill`; the first rows of a partition in `small` top up that group instead. Returns the
+        number of rows read."""
         batches = data.to_reader(INPUT_BATCH_ROWS) if isinstance(data, pa.Table) else data
-        files = InsertFiles(self, txn, itertools.count().__next__, threads=self.io_threads, spill=spill)
+        task = itertools.count().__next__
+        files = InsertFiles(self, txn, task, threads=self.io_threads, spill=spill)
 
         def split(batch: pa.RecordBatch) -> tuple[int, list[tuple[str, pa.Table]]]:
             rows = self._prepare(pa.Table.from_batches([batch]), "insert", schema)
@@ -289,7 +340,17 @@ class LocalWriter:
             one_batch = isinstance(data, pa.Table) and data.num_rows <= INPUT_BATCH_ROWS  # nothing to overlap
             for count, parts in map(split, batches) if one_batch else prefetched(batches, split):
                 rows_in += count
-                files.add(parts)
+                fresh, tops = [], []
+                for partition, rows in parts:
+                    base = small.pop(partition, None)
+                    if base is None:
+                        fresh.append((partition, rows))
+                    else:
+                        tops.append((base, rows))
+                for stats in each(lambda top: self.top_up(txn, *top, schema, task), tops, self.io_threads):
+                    for stat in stats:
+                        metadata.add(stat)
+                files.add(fresh)
             for stat in files.finish():
                 metadata.add(stat)
         except BaseException:

@@ -53,9 +53,10 @@ def batch(start: int, n: int, day: int) -> pa.Table:
 
 
 def write_history(table: Table) -> list[str]:
-    """Inserts, an upsert, a delete across every partition; the instants, oldest first."""
+    """Bulk inserts (a file group per day and partition, for the statistics to tell apart), an upsert, a delete
+    across every partition; the instants, oldest first."""
     writer = LocalWriter(table)
-    instants = [writer.write(batch(day * 100, 100, day), "insert").instant for day in range(3)]
+    instants = [writer.write(batch(day * 100, 100, day), "bulk_insert").instant for day in range(3)]
     instants.append(writer.write(batch(250, 100, 9), "upsert").instant)
     instants.append(writer.write(batch(0, 40, 0).select(["id", "city", "ts"]), "delete").instant)
     return instants

@@ -81,7 +81,7 @@ def test_every_path_that_changes_the_table_keeps_both_indexes_exact(tmp_path: Pa
     config = CoordinatorConfig(commits_retained=1, clean_policy="KEEP_LATEST_COMMITS", max_delta_commits=3)
     writer = LocalWriter(table, coordinator=config)
     for day in range(4):
-        writer.write(batch(day * 100, 100, day), "insert")
+        writer.write(batch(day * 100, 100, day), "bulk_insert")
     assert_indexes_exact(table)
     writer.write(batch(50, 100, 9), "upsert")
     writer.write(batch(0, 30, 9).select(["id", "city", "ts"]), "delete")
@@ -105,7 +105,7 @@ def test_turning_an_index_on_builds_it_and_off_deletes_it(tmp_path: Path) -> Non
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], indexes=())
     writer = LocalWriter(table)
     for day in range(3):
-        writer.write(batch(day * 50, 50, day), "insert")
+        writer.write(batch(day * 50, 50, day), "bulk_insert")
     assert Table.open(table.uri).config.metadata_indexes == []
     done = tandem("metadata", "create", table.uri, "--index", "column_stats,bloom_filters")
     assert done.returncode == 0, done.stderr
@@ -130,9 +130,9 @@ def test_turning_an_index_on_builds_it_and_off_deletes_it(tmp_path: Path) -> Non
 
 def test_a_writer_setting_turns_an_index_on(tmp_path: Path) -> None:
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], indexes=())
-    LocalWriter(table).write(batch(0, 30, 0), "insert")
+    LocalWriter(table).write(batch(0, 30, 0), "bulk_insert")
     config = CoordinatorConfig.from_hudi({"hoodie.metadata.index.column.stats.enable": "true"})
-    LocalWriter(Table.open(table.uri), coordinator=config).write(batch(30, 30, 1), "insert")
+    LocalWriter(Table.open(table.uri), coordinator=config).write(batch(30, 30, 1), "bulk_insert")
     table = Table.open(table.uri)
     assert table.config.metadata_indexes == [COLUMN_STATS]
     assert_indexes_exact(table)
@@ -145,7 +145,7 @@ def test_a_damaged_index_is_never_trusted(table: Table, checksummed: bool) -> No
     config = CoordinatorConfig(max_delta_commits=2)
     writer = LocalWriter(table, coordinator=config)
     for day in range(3):
-        writer.write(batch(day * 100, 100, day), "insert")
+        writer.write(batch(day * 100, 100, day), "bulk_insert")
     compact(table, config, table_lock(table, config), force=True)
     base = layout.latest_completed_compaction(table.metadata().timeline())
     path = Path(table.storage.full(f"{layout.MDT_DIR}/{layout.index_base_path(COLUMN_STATS, base)}"))
@@ -179,7 +179,7 @@ def test_upserts_tag_with_the_bloom_index_and_agree_with_the_simple_one(tmp_path
         config = CoordinatorConfig(index_type=index_type)
         writer = LocalWriter(table, coordinator=config)
         for day in range(6):
-            writer.write(batch(day * 90, 90, day), "insert")
+            writer.write(batch(day * 90, 90, day), "bulk_insert")
         skipped = METRICS.snapshot().get(TAGGING_FILES_SKIPPED, 0)
         writer.write(batch(10, 20, 7), "upsert")
         results[index_type] = (
@@ -231,9 +231,9 @@ def test_compaction_drops_records_of_files_it_no_longer_lists(table: Table, monk
 def test_a_writer_opened_before_an_index_was_turned_on_still_maintains_it(tmp_path: Path) -> None:
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["city"], indexes=())
     early = LocalWriter(table)  # holds the table's config from before the build
-    early.write(batch(0, 30, 0), "insert")
+    early.write(batch(0, 30, 0), "bulk_insert")
     assert index_build.build(table.metadata(), table.timeline(), BOTH) is not None
-    early.write(batch(30, 30, 1), "insert")
+    early.write(batch(30, 30, 1), "bulk_insert")
     assert_indexes_exact(Table.open(table.uri))
 
 
@@ -246,7 +246,7 @@ def test_the_spark_writer_tags_with_the_bloom_index_too_and_spark_builds_an_inde
     try:
         built = Table.create(str(tmp_path / "built"), "t", ["id"], ["city"], indexes=())
         for day in range(3):
-            LocalWriter(built).write(batch(day * 40, 40, day), "insert")
+            LocalWriter(built).write(batch(day * 40, 40, day), "bulk_insert")
         assert index_build.build(built.metadata(), built.timeline(), BOTH, spark=spark) is not None
         assert_indexes_exact(Table.open(built.uri))
         results = {}
@@ -254,7 +254,7 @@ def test_the_spark_writer_tags_with_the_bloom_index_too_and_spark_builds_an_inde
             table = Table.create(str(tmp_path / index_type), "t", ["id"], ["city"], precombine_field="ts")
             local = LocalWriter(table)
             for day in range(5):
-                local.write(batch(day * 90, 90, day), "insert")
+                local.write(batch(day * 90, 90, day), "bulk_insert")
             skipped = METRICS.snapshot().get(TAGGING_FILES_SKIPPED, 0)
             writer = SparkWriter(spark, table, coordinator=CoordinatorConfig(index_type=index_type))
             writer.write(spark.createDataFrame(batch(10, 20, 7).drop_columns(["x"]).to_pandas()), "upsert")
@@ -271,7 +271,7 @@ def test_a_bloom_filter_that_cannot_be_read_keeps_its_file(table: Table, monkeyp
     """A filter of another version (or garbage) is no answer: tagging opens the file, and no key is duplicated."""
     writer = LocalWriter(table, coordinator=CoordinatorConfig(index_type="BLOOM"))
     for day in range(3):
-        writer.write(batch(day * 60, 60, day), "insert")
+        writer.write(batch(day * 60, 60, day), "bulk_insert")
 
     def unreadable(data):
         raise ValueError("unsupported bloom filter version 1")
@@ -283,7 +283,7 @@ def test_a_bloom_filter_that_cannot_be_read_keeps_its_file(table: Table, monkeyp
 
 
 def test_validate_reports_a_bloom_filter_no_reader_can_use(table: Table) -> None:
-    LocalWriter(table).write(batch(0, 30, 0), "insert")
+    LocalWriter(table).write(batch(0, 30, 0), "bulk_insert")
     good = index_build.validate(table.metadata(), table.timeline())
     assert all(r.errors == 0 for r in good)
     stored = MetadataReader(table.metadata(), table.timeline()).index(BLOOM_FILTERS).to_pylist()[0]
@@ -299,8 +299,8 @@ def test_index_records_cut_into_many_log_blocks_read_as_one(table: Table, monkey
     filters never sit encoded in memory together): cut into a block per record, they read back exact."""
     monkeypatch.setattr(deltacommit, "INDEX_BLOCK_BYTES", 1)
     writer = LocalWriter(table)
-    writer.write(batch(0, 60, 0), "insert")
-    writer.write(batch(60, 60, 1), "insert")
+    writer.write(batch(0, 60, 0), "bulk_insert")
+    writer.write(batch(60, 60, 1), "bulk_insert")
     logs = sorted(Path(table.storage.full(layout.MDT_DIR)).rglob("*.log.*"))
     blocks = [b for log in logs for b in decode_log(log.read_bytes()).blocks]
     index_blocks = [b for b in blocks if b.attributes.get(PARTITION_ATTRIBUTE) in BOTH]

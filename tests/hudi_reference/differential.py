@@ -11,9 +11,9 @@ reports all of them with the history that produced them.
 
 The model follows Hudi's semantics under Tandem's default (non-global) index: a record is (record key, partition
 path); upsert replaces every copy of the record or adds it; delete removes every copy; insert and bulk_insert add
-rows without looking up keys (Tandem starts new file groups, so a key inserted twice is there twice: Hudi's writer
-with `hoodie.merge.allow.duplicate.on.inserts=false` could instead merge it into a small file group of the same
-partition); insert_overwrite drops every record of the partitions its rows touch, then adds its rows.
+rows without looking up keys (a key inserted twice is there twice, whether the insert topped up a small file group
+or started a new one, as Hudi's writer with its default `hoodie.merge.allow.duplicate.on.inserts=true`);
+insert_overwrite drops every record of the partitions its rows touch, then adds its rows.
 
 Merge-on-read (`Sequence(..., table_type="MERGE_ON_READ")`): the table has a precombine field `pc` (an int64 whose
 values go up and down), Tandem's writer a random `small_file_limit` (0: updates always go to logs; the default:

@@ -342,7 +342,7 @@ def test_a_long_running_write_that_lands_in_a_newer_slice_is_checked(tmp_path):
             others.write(pa.table(rows), "upsert")
 
     slow = LocalWriter(table, coordinator=config).write(
-        pa.table({"id": [9], "city": ["c"], "v": [9]}), "insert", on_begin=meanwhile
+        pa.table({"id": [9], "city": ["c"], "v": [9]}), "bulk_insert", on_begin=meanwhile
     )
     mdt = table.metadata()
     compacted = layout.latest_completed_compaction(mdt.timeline())
