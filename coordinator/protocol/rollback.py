@@ -92,6 +92,46 @@ def rollback(table: Table, target: Instant) -> str | None:
     return time
 
 
+def rollback_late_logs(table: Table, target: Instant, logs: list[str]) -> str | None:
+    """Command blocks for logs `target` wrote after another process had rolled it back (its writer was paused
+    past that rollback): `target` is gone from the timeline and only its writer knows these logs, so it plans a
+    rollback of its own for them, as Hudi rolls back any log (Java would otherwise read their blocks once the
+    instants around them are archived). Logs a rollback on the timeline already planned are left out. Returns
+    R, or None when nothing is left to do (`target` still on the timeline: the ordinary rollback covers it)."""
+    timeline = table.timeline()
+    if timeline.find(target.time) is not None or outcome.claim(table.storage, target.time, outcome.ROLLBACK).is_commit:
+        return None
+    covered = {
+        path
+        for instant in timeline.instants
+        if instant.action == ROLLBACK
+        for request in _plan_requests(timeline, instant, target.time)
+        for path in request.get("logBlocksToBeDeleted") or {}
+    }
+    late = sorted(set(logs) - covered)
+    if not late:
+        return None
+    time = table.new_instant_time(timeline)
+    plan = action_metadata.rollback_plan(target.time, target.action, {}, group_by_partition(late))
+    requested = timeline.create_requested(
+        Instant(time, ROLLBACK, State.REQUESTED), avro_metadata.encode("HoodieRollbackPlan", plan)
+    )
+    crash_point(PLANNED)
+    resume(table, requested)
+    return time
+
+
+def _plan_requests(timeline: ActiveTimeline, rollback_instant: Instant, victim: str) -> list[dict]:
+    """The requests of rollback R's plan when it targets `victim` (none otherwise, or when R has no plan)."""
+    try:
+        plan = timeline.avro(rollback_instant.with_state(State.REQUESTED))
+    except FileNotFoundError:
+        return []
+    if (plan.get("instantToRollback") or {}).get("commitTime") != victim:
+        return []
+    return plan.get("RollbackRequests") or []
+
+
 def resume(table: Table, rollback_instant: Instant) -> bool:
     """Carry out (or finish) rollback R from its plan; False if its target is completed (R is left pending)."""
     started = clock.time()

@@ -371,10 +371,12 @@ class Transaction:
         metadata = self._outcome.metadata if self._outcome is not None else self.metadata
         ours = set(self._markers) | {s.path for s in metadata.write_stats()}
         written = set(self.marked_files()) | ours
-        if provenance.logs_written_by(self.table.storage, self.time, written):
-            # its logs stay: the rollback protocol appends command blocks after them (under a rollback instant),
-            # when T is still on the timeline to roll back
-            rollback.rollback(self.table, self.instant)
+        logs = provenance.logs_written_by(self.table.storage, self.time, written)
+        if logs:
+            # its logs stay: the rollback protocol appends command blocks after them (under a rollback instant);
+            # T gone from the timeline means another process rolled it back before these logs landed
+            if rollback.rollback(self.table, self.instant) is None:
+                rollback.rollback_late_logs(self.table, self.instant, logs)
         else:
             for path in provenance.undoable(self.table.timeline(), self.time, written):
                 self.table.storage.discard(path)

@@ -272,6 +272,39 @@ def test_a_rollback_leaves_a_log_whose_blocks_another_instant_wrote(tmp_path):
     assert table.storage.exists(log)
 
 
+def test_a_log_landing_after_its_instant_was_rolled_back_gets_a_command_block_from_its_writer(tmp_path):
+    """A writer paused past its rollback: another process rolled T back before T's log landed, so T is gone from
+    the timeline when its writer aborts, and only that writer knows the log; it plans a rollback of its own for
+    it (without one, Java counts the log's blocks once the instants around T are archived)."""
+    from coordinator.protocol import rollback as rollback_protocol
+    from timeline.errors import FencedError
+    from timeline.format.instant import ROLLBACK
+    from timeline.hudi_log import read_blocks, rollback_target
+
+    table = new_table(tmp_path)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1, 2], [1, 2], [1, 1]), "insert")
+
+    def rolled_back_meanwhile(time: str) -> None:
+        assert rollback_protocol.rollback(Table.open(table.uri), table.timeline().find(time)) is not None
+
+    with pytest.raises(FencedError, match="another process rolled it back"):
+        writer.write(batch([1], [9], [5]), "upsert", on_begin=rolled_back_meanwhile)
+    late, command = logs_of(table)  # one group: the late log, then the command log after it
+    victim = read_blocks(table.storage.read_bytes(late))[0].header["INSTANT_TIME"]
+    (block,) = read_blocks(table.storage.read_bytes(command))
+    assert rollback_target(block) == victim
+    table = Table.open(table.uri)
+    rollbacks = [i for i in table.timeline().completed() if i.action == ROLLBACK]
+    assert [table.timeline().rollback_target(r)["commitTime"] for r in rollbacks] == [victim, victim]
+    assert not table.timeline().pending() and table.timeline().find(victim) is None
+    listed = {f"{p}/{n}" for p, n, _ in MetadataReader(table.metadata(), table.timeline()).listed_logs()}
+    assert command in listed and late not in listed
+    assert snapshot(table) == {1: (1, 1), 2: (2, 1)}
+    writer.write(batch([1], [7], [6]), "upsert")
+    assert snapshot(table) == {1: (7, 6), 2: (2, 1)}
+
+
 def test_clean_takes_superseded_slices_with_their_logs_and_nothing_a_read_needs(tmp_path):
     table = new_table(tmp_path)
     config = CoordinatorConfig(lock_uri="memory", auto_archive=False, clean_policy="KEEP_LATEST_FILE_VERSIONS")
