@@ -48,7 +48,7 @@ from timeline.table import Table
 
 pytestmark = pytest.mark.slow
 
-JOBS = 3
+JOBS = 4
 ROLLED_BACK_WHILE_FROZEN = ("commit.begin.requested", "commit.begin.inflight")
 # the file lock at every point of the commit path and one point of each table service; every locked point of
 # every provider in `make chaos` (`tandem chaos run --scenario lost-lock`)
