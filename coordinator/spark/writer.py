@@ -4,7 +4,8 @@ The driver begins the instant through the coordinator's `Transaction` and
 settles the schema the write leaves (schema evolution, checked before any task
 runs); the executors cast their rows to it with the local writer's `conform`.
 Inserts are one shuffle-free stage: each task starts new file groups for the
-partitions its rows fall in. On a merge-on-read table (a deltacommit) a task
+partitions its rows fall in; an insert's rows of a partition with a small file
+group go to one task per such partition, which tops it up. On a merge-on-read table (a deltacommit) a task
 writes each group's updates and deletes as one log of its slice instead, as the
 local writer does. Upserts and deletes are tagged with a simple index
 (a join with the keys of the latest file slices of the touched partitions, or of
@@ -136,7 +137,7 @@ class SparkWriter:
         with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
             if on_begin is not None:
                 on_begin(txn.time)
-            view, existing = self.local.view_and_schema(operation, txn.begun, tops_up=False)
+            view, existing = self.local.view_and_schema(operation, txn.begun)
             self.local.require_key_columns(df.columns)
             schema = target_schema(arrow_schema(df.schema), existing, operation)
             metadata = CommitMetadata(
@@ -147,7 +148,7 @@ class SparkWriter:
                 if operation in ("upsert", "delete"):
                     stats = self._write_tagged(df, view, plan)
                 else:
-                    stats = self._write_new(df, plan)
+                    stats = self._write_new(df, plan, view)
             except Exception as err:  # noqa: BLE001 - Spark wraps what the executors raised
                 bad = _bad_input_in(err)
                 if bad is None:
@@ -165,12 +166,26 @@ class SparkWriter:
         rows_in = sum(s.num_inserts + s.num_update_writes + s.num_deletes for s in stats)
         return WriteResult(txn.time, operation, metadata, rows_in)
 
-    def _write_new(self, df: DataFrame, plan: TaskPlan) -> list[WriteStat]:
+    def _write_new(self, df: DataFrame, plan: TaskPlan, view: FileSystemView | None) -> list[WriteStat]:
         """insert, bulk_insert, insert_overwrite: one stage, no shuffle; each task starts new file groups
-        for the partitions its rows fall in, as Spark's own partitioned writer does."""
+        for the partitions its rows fall in, as Spark's own partitioned writer does. An insert's rows of a
+        partition with a small file group (`LocalWriter.insert_targets`) go to one task per such partition
+        instead, which tops that group up, as the local writer does."""
         config = self.table.config
         task = partial(insert_task, plan, config.record_key_fields, config.partition_fields, config.hive_style)
-        return _collect_stats(df.mapInArrow(task, STATS_SCHEMA))
+        small = self.local.insert_targets(view) if plan.operation == "insert" else {}
+        if not small:
+            return _collect_stats(df.mapInArrow(task, STATS_SCHEMA))
+        keyed = self._with_keys(df, plan.schema).persist()
+        try:
+            chosen = F.col(PARTITION).isin(sorted(small))
+            fresh = keyed.filter(~chosen).drop(KEY, PARTITION)
+            topping = keyed.filter(chosen).repartition(len(small), PARTITION)
+            top = partial(top_up_task, replace(plan, bases={b.file_id: b for b in small.values()}))
+            stats = _collect_stats(fresh.mapInArrow(task, STATS_SCHEMA))
+            return stats + _collect_stats(topping.mapInArrow(top, STATS_SCHEMA))
+        finally:
+            keyed.unpersist()
 
     def _write_tagged(self, df: DataFrame, view: FileSystemView, plan: TaskPlan) -> list[WriteStat]:
         """upsert, delete: tag with the simple index, then one task per target file group."""
@@ -468,6 +483,24 @@ def insert_task(
     table = Table.open(plan.base_uri)
     writer = LocalWriter(table, plan.options)
     writes = [w for partition, part_rows in split_by(rows, PARTITION) for w in writer.split_new(partition, part_rows)]
+    yield _write_all(writer, table, plan, writes)
+
+
+def top_up_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One Spark task of an insert: the keyed rows of the partitions routed here, each topping up its small
+    file group (`plan.bases`); yield the stats of the files written."""
+    received = [b for b in batches if b.num_rows]
+    if not received:
+        return
+    rows = conform(pa.Table.from_batches(received), plan.schema)
+    table = Table.open(plan.base_uri)
+    writer = LocalWriter(table, plan.options)
+    small = {base.partition: base for base in plan.bases.values()}
+    writes = [
+        w
+        for partition, part in split_by(rows, PARTITION)
+        for w in writer.top_up_writes(small[partition], part, plan.schema)
+    ]
     yield _write_all(writer, table, plan, writes)
 
 

@@ -177,21 +177,18 @@ class LocalWriter:
         chosen = tagging.small_groups(list(files.values()), self.options.small_file_limit)
         return {partition: files[partition, file_id] for partition, file_id in chosen.items()}
 
-    def top_up(
-        self, txn: InstantSink, base: BaseFile, rows: pa.Table, schema: pa.Schema, task: Callable[[], int]
-    ) -> list[WriteStat]:
-        """`base`'s group rewritten with new rows after its own (`file_groups.top_up`); what passes the target
-        file size starts new groups. On merge-on-read a row whose key the group holds starts a new group too:
-        two copies in one base file are merged with a later log record differently by each of Hudi's readers
-        (its 0.15 Spark reader updates the first copy only), copies in two groups are each updated."""
+    def top_up_writes(self, base: BaseFile, rows: pa.Table, schema: pa.Schema) -> list[FileWrite]:
+        """The files that top up `base`'s group with new rows after its own (`file_groups.top_up`); what passes
+        the target file size starts new groups. On merge-on-read a row whose key the group holds starts a new
+        group too: two copies in one base file are merged with a later log record differently by each of Hudi's
+        readers (its 0.15 Spark reader updates the first copy only), copies in two groups are each updated."""
         elsewhere = rows.slice(0, 0)
         if self.config.merge_on_read:
             held = pc.is_in(rows.column(KEY), value_set=self.reads.keys_of(base, False).combine_chunks())
             rows, elsewhere = rows.filter(pc.invert(held)), rows.filter(held)
         max_size = self.options.max_file_size
         writes = file_groups.fit(file_groups.top_up(self.reads, base, rows, schema), max_size) if rows else []
-        writes += self.split_new(base.partition, elsewhere)
-        return [self.write_file(txn, write, task()) for write in writes]
+        return writes + self.split_new(base.partition, elsewhere)
 
     def takes_inserts(self, base: BaseFile, records: pa.Table, small: AbstractSet[str]) -> bool:
         """Whether a merge-on-read group's tagged records include new ones (only a small group without logs
@@ -347,9 +344,10 @@ class LocalWriter:
                         fresh.append((partition, rows))
                     else:
                         tops.append((base, rows))
-                for stats in each(lambda top: self.top_up(txn, *top, schema, task), tops, self.io_threads):
-                    for stat in stats:
-                        metadata.add(stat)
+                planned = each(lambda top: self.top_up_writes(*top, schema), tops, self.io_threads)
+                writes = [write for group in planned for write in group]
+                for stat in each(lambda write: self.write_file(txn, write, task()), writes, self.io_threads):
+                    metadata.add(stat)
                 files.add(fresh)
             for stat in files.finish():
                 metadata.add(stat)

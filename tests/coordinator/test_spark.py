@@ -158,6 +158,40 @@ def test_upsert_tops_up_small_file_groups_and_spills_past_the_target_size(spark,
     assert check_table(table, "id", _keyed(expected)) == []
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_inserts_top_up_small_file_groups_as_the_local_writer_does(spark, tmp_path: Path, table_type: str) -> None:
+    """A Spark insert routes the rows of each partition with a small group to one task that tops it up; on
+    merge-on-read a stored key starts a new group. Same layout and rows as the local writer's."""
+    from coordinator.spark.writer import SparkWriter
+    from coordinator.write.writer import LocalWriter
+    from timeline.query.reader import read_view
+
+    steps = [list(range(30)), [*range(30, 45), 3]]  # the second insert repeats key 3 (ams): a second copy
+    layouts, contents = [], []
+    for engine in ("spark", "local"):
+        table = Table.create(str(tmp_path / engine), "trips", ["id"], ["city"], table_type=table_type)
+        for n, ids in enumerate(steps):
+            rows = _rows(ids, n)
+            if engine == "spark":
+                frame = spark.createDataFrame(rows).coalesce(1)  # one task: as many new groups as the local writer
+                result = SparkWriter(spark, table).write(frame, "insert")
+            else:
+                result = LocalWriter(table).write(pa.Table.from_pylist(rows), "insert")
+        topped = {s.partition_path for s in result.metadata.write_stats() if s.prev_commit != "null"}
+        assert topped == {"ams", "ber", "lis"}, "the second insert topped up every partition's group"
+        files = table.view().latest_base_files()
+        layouts.append(sorted((f.partition, f.instant == result.instant) for f in files))
+        for f in files:
+            keys = pq.read_table(table.storage.full(f.path), columns=["id"]).column(0).to_pylist()
+            assert table_type == "COPY_ON_WRITE" or len(keys) == len(set(keys)), f"{f.path} holds a key twice"
+        read = read_view(table, table.view()).to_pylist()
+        contents.append(sorted((r["id"], r["v"]) for r in read))
+    assert layouts[0] == layouts[1]
+    assert contents[0] == contents[1] == sorted([(i, 0.0) for i in range(30)] + [(i, 1.0) for i in steps[1]])
+    new_groups = 1 if table_type == "MERGE_ON_READ" else 0
+    assert len(layouts[0]) == 3 + new_groups
+
+
 def test_reads_prune_partitions_travel_in_time_and_read_incrementally(spark, tmp_path: Path) -> None:
     from coordinator.spark.reader import read_table, spark_filter
     from coordinator.spark.writer import SparkWriter
