@@ -374,8 +374,10 @@ class Transaction:
         logs = provenance.logs_written_by(self.table.storage, self.time, written)
         if logs:
             # its logs stay: the rollback protocol appends command blocks after them (under a rollback instant);
-            # T gone from the timeline means another process rolled it back before these logs landed
+            # T gone from the timeline means another process rolled it back before these files landed
             if rollback.rollback(self.table, self.instant) is None:
+                for path in provenance.undoable(self.table.timeline(), self.time, written):
+                    self.table.storage.discard(path)
                 rollback.rollback_late_logs(self.table, self.instant, logs)
         else:
             for path in provenance.undoable(self.table.timeline(), self.time, written):

@@ -5,7 +5,8 @@ settles the schema the write leaves (schema evolution, checked before any task
 runs); the executors cast their rows to it with the local writer's `conform`.
 Inserts are one shuffle-free stage: each task starts new file groups for the
 partitions its rows fall in; an insert's rows of a partition with a small file
-group go to one task per such partition, which tops it up. On a merge-on-read table (a deltacommit) a task
+group (at most a batch of them) go to one task per such partition, which tops
+it up. On a merge-on-read table (a deltacommit) a task
 writes each group's updates and deletes as one log of its slice instead, as the
 local writer does. Upserts and deletes are tagged with a simple index
 (a join with the keys of the latest file slices of the touched partitions, or of
@@ -48,7 +49,7 @@ from coordinator.write.log_slices import LogSlices, split_deletes
 from coordinator.write.rows import KEY, PARTITION, key_typed, split_by, with_keys
 from coordinator.write.table_schema import target_schema
 from coordinator.write.tagging import DELETE, NEW, TARGET
-from coordinator.write.writer import LocalWriter, WriteOptions, WriteResult, resolve_operation
+from coordinator.write.writer import INPUT_BATCH_ROWS, LocalWriter, WriteOptions, WriteResult, resolve_operation
 from locks.base import LockProvider
 from timeline.crash_points import crash_point
 from timeline.errors import BadInputError
@@ -148,7 +149,7 @@ class SparkWriter:
                 if operation in ("upsert", "delete"):
                     stats = self._write_tagged(df, view, plan)
                 else:
-                    stats = self._write_new(df, plan, view)
+                    stats = self._write_new(df, plan, tops_up=existing is not None)
             except Exception as err:  # noqa: BLE001 - Spark wraps what the executors raised
                 bad = _bad_input_in(err)
                 if bad is None:
@@ -166,18 +167,22 @@ class SparkWriter:
         rows_in = sum(s.num_inserts + s.num_update_writes + s.num_deletes for s in stats)
         return WriteResult(txn.time, operation, metadata, rows_in)
 
-    def _write_new(self, df: DataFrame, plan: TaskPlan, view: FileSystemView | None) -> list[WriteStat]:
+    def _write_new(self, df: DataFrame, plan: TaskPlan, tops_up: bool) -> list[WriteStat]:
         """insert, bulk_insert, insert_overwrite: one stage, no shuffle; each task starts new file groups
-        for the partitions its rows fall in, as Spark's own partitioned writer does. An insert's rows of a
-        partition with a small file group (`LocalWriter.insert_targets`) go to one task per such partition
-        instead, which tops that group up, as the local writer does."""
+        for the partitions its rows fall in, as Spark's own partitioned writer does. An insert into a table
+        with rows (`tops_up`) first counts its rows per partition; those of a partition with a small file group
+        (`LocalWriter.insert_targets`) that bring at most a batch of rows (the local writer's first batch) go to
+        one task per such partition instead, which tops that group up as the local writer does."""
         config = self.table.config
         task = partial(insert_task, plan, config.record_key_fields, config.partition_fields, config.hive_style)
-        small = self.local.insert_targets(view) if plan.operation == "insert" else {}
-        if not small:
+        if plan.operation != "insert" or not tops_up or self.options.small_file_limit <= 0:
             return _collect_stats(df.mapInArrow(task, STATS_SCHEMA))
         keyed = self._with_keys(df, plan.schema).persist()
         try:
+            counts = {r[0]: r[1] for r in keyed.groupBy(PARTITION).count().collect()}
+            small = self.local.insert_targets([p for p, n in counts.items() if n <= INPUT_BATCH_ROWS])
+            if not small:
+                return _collect_stats(df.mapInArrow(task, STATS_SCHEMA))
             chosen = F.col(PARTITION).isin(sorted(small))
             fresh = keyed.filter(~chosen).drop(KEY, PARTITION)
             topping = keyed.filter(chosen).repartition(len(small), PARTITION)

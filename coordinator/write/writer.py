@@ -13,7 +13,7 @@ this one runs them in order inside one transaction.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
 from contextlib import ExitStack, closing
 from dataclasses import dataclass
@@ -129,14 +129,11 @@ class LocalWriter:
         """The newest file's schema; gone means a concurrent writer and clean moved past this view."""
         return existing_schema(self.table, view)
 
-    def view_and_schema(
-        self, operation: str, begun: Begun, tops_up: bool = True
-    ) -> tuple[FileSystemView | None, pa.Schema | None]:
-        """The view to plan against (a bulk_insert needs none, nor an insert that tops up no group) and the
-        table's schema before this write."""
+    def view_and_schema(self, operation: str, begun: Begun) -> tuple[FileSystemView | None, pa.Schema | None]:
+        """The view to plan against (inserts need none: an insert lists only the partitions it writes, for the
+        groups it tops up, `insert_targets`) and the table's schema before this write."""
         known, existing = table_schema.recorded(self.table, begun.timeline)
-        tops_up = tops_up and operation == "insert" and self.options.small_file_limit > 0
-        if operation in ("insert", "bulk_insert") and known and not tops_up:
+        if operation in ("insert", "bulk_insert") and known:
             return None, existing
         view = self.table.view()
         return view, existing if known else self.existing_schema(view)
@@ -166,12 +163,13 @@ class LocalWriter:
         max_file_size = self.options.max_file_size
         return file_groups.plan_tagged(tagged, bases, schema, self.reads, self.config, max_file_size, self.io_threads)
 
-    def insert_targets(self, view: FileSystemView | None) -> dict[str, BaseFile]:
-        """Hudi's insert: per partition, the smallest file group below the small-file limit, rewritten with the
-        partition's first new rows; on merge-on-read only a group whose latest slice has no logs and no pending
-        compaction (`log_slices`)."""
-        if view is None:
+    def insert_targets(self, partitions: Collection[str]) -> dict[str, BaseFile]:
+        """Hudi's insert: per partition of `partitions`, the smallest file group below the small-file limit,
+        rewritten with the partition's first new rows; on merge-on-read only a group whose latest slice has no
+        logs and no pending compaction (`log_slices`). Lists those partitions alone."""
+        if self.options.small_file_limit <= 0 or not partitions:
             return {}
+        view = self.table.view(partitions=sorted(partitions))
         extended = log_slices.LogSlices(view).extended if self.config.merge_on_read else frozenset()
         files = {(f.partition, f.file_id): f for f in view.latest_base_files() if f.file_id not in extended}
         chosen = tagging.small_groups(list(files.values()), self.options.small_file_limit)
@@ -188,7 +186,15 @@ class LocalWriter:
             rows, elsewhere = rows.filter(pc.invert(held)), rows.filter(held)
         max_size = self.options.max_file_size
         writes = file_groups.fit(file_groups.top_up(self.reads, base, rows, schema), max_size) if rows else []
+        if writes and writes[0].inserts == 0:  # the group had no room: it is not rewritten for nothing
+            writes = writes[1:]
         return writes + self.split_new(base.partition, elsewhere)
+
+    def _top_up(
+        self, txn: InstantSink, base: BaseFile, rows: pa.Table, schema: pa.Schema, task: Callable[[], int]
+    ) -> list[WriteStat]:
+        """Plan and write one group's top-up in one task, so a thread holds one group's rows at a time."""
+        return [self.write_file(txn, write, task()) for write in self.top_up_writes(base, rows, schema)]
 
     def takes_inserts(self, base: BaseFile, records: pa.Table, small: AbstractSet[str]) -> bool:
         """Whether a merge-on-read group's tagged records include new ones (only a small group without logs
@@ -304,8 +310,7 @@ class LocalWriter:
             metadata = CommitMetadata(operation_type=operation.upper(), schema=arrow_to_avro(schema, self.config.name))
             if operation in STREAMED:
                 spill = stack.enter_context(closing(SpillFile()))  # open until the commit has written the MDT
-                small = self.insert_targets(view) if operation == "insert" else {}
-                rows_in = self._insert(txn, data, schema, metadata, spill, small)
+                rows_in = self._insert(txn, data, schema, metadata, spill, tops_up=operation == "insert")
             else:
                 rows_in = data.num_rows
                 self._rewrite(txn, data, operation, action, view, schema, metadata)
@@ -319,11 +324,12 @@ class LocalWriter:
         schema: pa.Schema,
         metadata: CommitMetadata,
         spill: SpillFile,
-        small: dict[str, BaseFile],
+        tops_up: bool,
     ) -> int:
         """Stream the input into new file groups (`new_files.InsertFiles`), large bloom filters waiting for the
-        commit in `spill`; the first rows of a partition in `small` top up that group instead. Returns the
-        number of rows read."""
+        commit in `spill`; with `tops_up` (an insert) the rows of the first batch that holds a partition top up
+        its small file group instead, planned and written group by group (one group's rows held at a time per
+        thread). Returns the number of rows read."""
         batches = data.to_reader(INPUT_BATCH_ROWS) if isinstance(data, pa.Table) else data
         task = itertools.count().__next__
         files = InsertFiles(self, txn, task, threads=self.io_threads, spill=spill)
@@ -333,22 +339,19 @@ class LocalWriter:
             return batch.num_rows, list(split_by(rows, PARTITION))
 
         rows_in = 0
+        seen: set[str] = set()  # partitions whose small group was looked up: each is topped up once
         try:
             one_batch = isinstance(data, pa.Table) and data.num_rows <= INPUT_BATCH_ROWS  # nothing to overlap
             for count, parts in map(split, batches) if one_batch else prefetched(batches, split):
                 rows_in += count
-                fresh, tops = [], []
-                for partition, rows in parts:
-                    base = small.pop(partition, None)
-                    if base is None:
-                        fresh.append((partition, rows))
-                    else:
-                        tops.append((base, rows))
-                planned = each(lambda top: self.top_up_writes(*top, schema), tops, self.io_threads)
-                writes = [write for group in planned for write in group]
-                for stat in each(lambda write: self.write_file(txn, write, task()), writes, self.io_threads):
-                    metadata.add(stat)
-                files.add(fresh)
+                new = {partition for partition, _ in parts} - seen
+                seen |= new
+                small = self.insert_targets(new) if tops_up else {}
+                tops = [(small[partition], rows) for partition, rows in parts if partition in small]
+                for stats in each(lambda top: self._top_up(txn, *top, schema, task), tops, self.io_threads):
+                    for stat in stats:
+                        metadata.add(stat)
+                files.add([(partition, rows) for partition, rows in parts if partition not in small])
             for stat in files.finish():
                 metadata.add(stat)
         except BaseException:

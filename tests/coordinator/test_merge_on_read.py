@@ -288,8 +288,8 @@ def test_a_log_landing_after_its_instant_was_rolled_back_gets_a_command_block_fr
     def rolled_back_meanwhile(time: str) -> None:
         assert rollback_protocol.rollback(Table.open(table.uri), table.timeline().find(time)) is not None
 
-    with pytest.raises(FencedError, match="another process rolled it back"):
-        writer.write(batch([1], [9], [5]), "upsert", on_begin=rolled_back_meanwhile)
+    with pytest.raises(FencedError, match="another process rolled it back"):  # key 3 starts a group: a base file
+        writer.write(batch([1, 3], [9, 9], [5, 5]), "upsert", on_begin=rolled_back_meanwhile)
     late, command = logs_of(table)  # one group: the late log, then the command log after it
     victim = read_blocks(table.storage.read_bytes(late))[0].header["INSTANT_TIME"]
     (block,) = read_blocks(table.storage.read_bytes(command))
@@ -300,6 +300,8 @@ def test_a_log_landing_after_its_instant_was_rolled_back_gets_a_command_block_fr
     assert not table.timeline().pending() and table.timeline().find(victim) is None
     listed = {f"{p}/{n}" for p, n, _ in MetadataReader(table.metadata(), table.timeline()).listed_logs()}
     assert command in listed and late not in listed
+    stray = [e.path for e in list_table_files(table.storage) if e.path.endswith(f"_{victim}.parquet")]
+    assert stray == [], "the late base file is deleted (named with the rolled-back instant)"
     assert snapshot(table) == {1: (1, 1), 2: (2, 1)}
     writer.write(batch([1], [7], [6]), "upsert")
     assert snapshot(table) == {1: (7, 6), 2: (2, 1)}
