@@ -77,19 +77,11 @@ def rollback(table: Table, target: Instant) -> str | None:
         return None
     if current.is_completed:
         raise TandemError(f"{target.time} completed without a commit decision; refusing to roll it back")
-    time = table.new_instant_time(timeline)
     written = files_of(table, target.time)
     paths = provenance.undoable(timeline, target.time, written)
-    logs = provenance.logs_written_by(table.storage, target.time, written)
-    plan = action_metadata.rollback_plan(
-        target.time, target.action, group_by_partition(paths), group_by_partition(logs)
+    return _plan_and_run(
+        table, timeline, target, paths, provenance.logs_written_by(table.storage, target.time, written)
     )
-    requested = timeline.create_requested(
-        Instant(time, ROLLBACK, State.REQUESTED), avro_metadata.encode("HoodieRollbackPlan", plan)
-    )
-    crash_point(PLANNED)
-    resume(table, requested)
-    return time
 
 
 def rollback_late_logs(table: Table, target: Instant, logs: list[str]) -> str | None:
@@ -109,10 +101,15 @@ def rollback_late_logs(table: Table, target: Instant, logs: list[str]) -> str | 
         for path in request.get("logBlocksToBeDeleted") or {}
     }
     late = sorted(set(logs) - covered)
-    if not late:
-        return None
+    return _plan_and_run(table, timeline, target, [], late) if late else None
+
+
+def _plan_and_run(table: Table, timeline: ActiveTimeline, target: Instant, paths: list[str], logs: list[str]) -> str:
+    """Rollback R of `target`: its Hudi plan (base files deleted, logs given command blocks) written, then run."""
     time = table.new_instant_time(timeline)
-    plan = action_metadata.rollback_plan(target.time, target.action, {}, group_by_partition(late))
+    plan = action_metadata.rollback_plan(
+        target.time, target.action, group_by_partition(paths), group_by_partition(logs)
+    )
     requested = timeline.create_requested(
         Instant(time, ROLLBACK, State.REQUESTED), avro_metadata.encode("HoodieRollbackPlan", plan)
     )

@@ -371,17 +371,15 @@ class Transaction:
         metadata = self._outcome.metadata if self._outcome is not None else self.metadata
         ours = set(self._markers) | {s.path for s in metadata.write_stats()}
         written = set(self.marked_files()) | ours
+        # Logs stay: the rollback protocol appends command blocks after them (under a rollback instant). It finds
+        # nothing to do when T is gone from the timeline: another process rolled T back before these files landed,
+        # so this writer deletes its base files itself and rolls its late logs back on its own.
         logs = provenance.logs_written_by(self.table.storage, self.time, written)
-        if logs:
-            # its logs stay: the rollback protocol appends command blocks after them (under a rollback instant);
-            # T gone from the timeline means another process rolled it back before these files landed
-            if rollback.rollback(self.table, self.instant) is None:
-                for path in provenance.undoable(self.table.timeline(), self.time, written):
-                    self.table.storage.discard(path)
-                rollback.rollback_late_logs(self.table, self.instant, logs)
-        else:
+        if not logs or rollback.rollback(self.table, self.instant) is None:
             for path in provenance.undoable(self.table.timeline(), self.time, written):
                 self.table.storage.discard(path)
+            if logs:
+                rollback.rollback_late_logs(self.table, self.instant, logs)
         mdt = self.table.metadata()
         if mdt.exists():
             deltacommit.rollback(mdt, self.time, timeline)

@@ -4,6 +4,8 @@ small group whose latest slice has no logs and no pending compaction; every othe
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -27,8 +29,7 @@ class LogSlices:
 
     def small_targets(self, view: FileSystemView, small_file_limit: int) -> set[str]:
         """The groups tagging may give new records (as `tagging.tag` picks them): rewritten, never logged."""
-        files = [f for f in view.latest_base_files() if f.file_id not in self.extended]
-        return set(small_groups(files, small_file_limit).values())
+        return {base.file_id for base in small_bases(view, small_file_limit, self.extended).values()}
 
     def target(self, base: BaseFile) -> LogTarget:
         """The slice the next log of `base`'s group extends, and the version that log takes."""
@@ -38,6 +39,16 @@ class LogSlices:
         version = max((log.log.version for log in logs), default=0) + 1
         base_file = base.name if instant == base.instant else ""
         return LogTarget(base.partition, base.file_id, instant, base_file, tuple(g.name for g in logs), version)
+
+
+def small_bases(
+    view: FileSystemView, small_file_limit: int, extended: AbstractSet[str] = frozenset()
+) -> dict[str, BaseFile]:
+    """Per partition, the latest base file of the group new records top up (`tagging.small_groups`); groups in
+    `extended` (a merge-on-read slice with logs or a pending compaction) take none."""
+    files = {(f.partition, f.file_id): f for f in view.latest_base_files() if f.file_id not in extended}
+    chosen = small_groups(list(files.values()), small_file_limit)
+    return {partition: files[partition, file_id] for partition, file_id in chosen.items()}
 
 
 def split_deletes(records: pa.Table) -> tuple[pa.Table, list[str]]:

@@ -171,9 +171,7 @@ class LocalWriter:
             return {}
         view = self.table.view(partitions=sorted(partitions))
         extended = log_slices.LogSlices(view).extended if self.config.merge_on_read else frozenset()
-        files = {(f.partition, f.file_id): f for f in view.latest_base_files() if f.file_id not in extended}
-        chosen = tagging.small_groups(list(files.values()), self.options.small_file_limit)
-        return {partition: files[partition, file_id] for partition, file_id in chosen.items()}
+        return log_slices.small_bases(view, self.options.small_file_limit, extended)
 
     def top_up_writes(self, base: BaseFile, rows: pa.Table, schema: pa.Schema) -> list[FileWrite]:
         """The files that top up `base`'s group with new rows after its own (`file_groups.top_up`); what passes
