@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from coordinator.bootstrap.run import FULL_RECORD, METADATA_ONLY, BootstrapRequest, bootstrap
 from coordinator.config import CoordinatorConfig
 from coordinator.mdt import index_build
 from coordinator.mdt.bootstrap import initialize
@@ -24,6 +27,8 @@ from coordinator.write.writer import LocalWriter
 from locks.base import LockProvider
 from timeline.crash_points import SimulatedCrash, simulate
 from timeline.format import properties
+from timeline.format.bootstrap_index import INDEX_CLASS
+from timeline.format.source_file import BOOTSTRAP_BASE_PATH, BOOTSTRAP_INDEX_CLASS
 from timeline.format.table_config import METADATA_FORMAT, PROPERTIES_FILE, record_metadata_indexes
 from timeline.mdt.log import BLOOM_FILTERS, COLUMN_STATS
 from timeline.table import Table
@@ -33,6 +38,7 @@ PARTITIONS = ("p0", "p1")
 # hudi-rs 0.5 reads a merge-on-read table without a precombine field as APPEND_ONLY (every version of a key), and
 # counts the blocks of instants that never completed (docs/hudi-mor-format.md §8)
 HUDI_RS_MOR = "hudi-rs 0.5 merges no precombine-less table and reads failed instants' log blocks"
+HUDI_RS_BOOTSTRAP = "hudi-rs 0.5 reads a bootstrapped table's skeleton files without their source data"
 _s3_lock_uri = "file"  # refused for an s3:// table until `use_s3_lock` names a lock service
 
 
@@ -197,6 +203,29 @@ def _forced_data_compaction(table: Table, settings: CoordinatorConfig, lock: Loc
     compact_data(table, settings, lock, force=True)
 
 
+def bootstrap_source(base: str) -> str:
+    """The parquet dataset a bootstrap scenario takes in: beside the tables (every crash state's copy shares it,
+    and it must never change)."""
+    return str(Path(base).parent / "bootstrap-source")
+
+
+def _bootstrap_template(base: str) -> None:
+    """A `df.write.partitionBy("part")`-shaped source (two files in p0, one in p1) and the empty table a
+    bootstrap of it creates first (a crash inside the bootstrap leaves at least that)."""
+    source = bootstrap_source(base)
+    for name, ids in (("part=p0/part-00000.parquet", [0, 2]), ("part=p0/part-00001.parquet", [4]),
+                      ("part=p1/part-00000.parquet", [1, 3, 5])):  # fmt: skip
+        Path(source, name).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows(ids, 0).drop_columns(["part"]), str(Path(source, name)))
+    Table.create(base, "chaos", [KEY], ["part"], hive_style=True, extra={BOOTSTRAP_BASE_PATH: source,
+                 BOOTSTRAP_INDEX_CLASS: INDEX_CLASS})  # fmt: skip
+
+
+def _bootstrap(base: str, mode: str) -> None:
+    request = BootstrapRequest(bootstrap_source(base), base, [KEY], mode=mode)
+    run_service(base, lambda table, settings, lock: bootstrap(request, settings, lock))
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -254,6 +283,11 @@ SCENARIOS: dict[str, Scenario] = {
                  _mor_table, lambda b: run_service(b, _forced_data_compaction), HUDI_RS_MOR),
         Scenario("mor_clean", "merge-on-read: clean of compacted slices with their logs", _mor_compacted,
                  lambda b: run_service(b, lambda t, c, lock: clean(t, c, lock)), HUDI_RS_MOR),
+        # bootstrap (RFC-12) of a parquet dataset, one scenario per mode (each is one instant)
+        Scenario("bootstrap_metadata_only", "metadata-only bootstrap: skeletons, bootstrap index, instant 01",
+                 _bootstrap_template, partial(_bootstrap, mode=METADATA_ONLY), HUDI_RS_BOOTSTRAP),
+        Scenario("bootstrap_full_record", "full-record bootstrap: a bulk insert at instant 02",
+                 _bootstrap_template, partial(_bootstrap, mode=FULL_RECORD), HUDI_RS_BOOTSTRAP),
     )
 }  # fmt: skip
 HUDI_FORMAT_SCENARIOS = tuple(name for name in SCENARIOS if name.startswith("hudi_"))

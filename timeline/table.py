@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from timeline.errors import BadInputError
 from timeline.format import partition_path
 from timeline.format.active_timeline import ARCHIVED_FOLDER, ActiveTimeline
+from timeline.format.bootstrap_sources import BootstrapSources
 from timeline.format.data_logs import DataLog, parse_data_log, parse_log_listing
 from timeline.format.file_names import BaseFile, parse_base_file
 from timeline.format.fs_view import FileSystemView, list_table_files, parse_listing
 from timeline.format.instant import CLOCK
+from timeline.format.source_file import BOOTSTRAP_BASE_PATH, SourceFile
 from timeline.format.table_config import (
     COPY_ON_WRITE,
     HOODIE_DIR,
@@ -100,6 +102,7 @@ class _ReadOnce(MetadataTable):
 class Table:
     storage: Storage
     config: TableConfig
+    _sources: BootstrapSources | None = field(default=None, init=False, repr=False, compare=False)
 
     @staticmethod
     def open(uri: str) -> Table:
@@ -118,12 +121,14 @@ class Table:
         indexes: tuple[str, ...] = DEFAULT_INDEXES,
         hudi_format: bool = True,
         table_type: str = COPY_ON_WRITE,
+        extra: dict[str, str] | None = None,
     ) -> Table:
         """A new table; with a metadata table keeping `indexes` (column stats and bloom filters by default:
         a new table has no files to build them from, so they cost nothing to turn on now), in Hudi's own
         format (every Hudi engine then lists from it), or in Tandem's previous one when not `hudi_format`
         (recorded, so the table keeps it). `table_type`: COPY_ON_WRITE or MERGE_ON_READ (updates and deletes
-        go to log files, merged by readers and compacted later)."""
+        go to log files, merged by readers and compacted later). `extra`: more `hoodie.properties` entries (a
+        bootstrap's base path), recorded with the rest in one write."""
         if table_type not in TABLE_TYPES:
             raise BadInputError(f"unknown table type {table_type!r} (one of {', '.join(TABLE_TYPES)})")
         if table_type == MERGE_ON_READ and with_metadata and not hudi_format:
@@ -141,6 +146,7 @@ class Table:
             precombine_field=precombine_field,
             table_type=table_type,
         )
+        config.raw.update(extra or {})
         if with_metadata:
             config.raw[METADATA_ENABLED] = "true"
             if hudi_format:  # recorded as being built from the start: a crash before it is would leave no trace
@@ -187,6 +193,23 @@ class Table:
         self.metadata().delete()
         self.config = record_metadata_table(self.storage, False)
 
+    def bootstrap_sources(self) -> BootstrapSources | None:
+        """A bootstrapped table's skeleton -> source mapping (None for any other table)."""
+        if not self.config.raw.get(BOOTSTRAP_BASE_PATH):
+            return None
+        if self._sources is None or self._sources.base_uri != self.config.raw[BOOTSTRAP_BASE_PATH]:
+            self._sources = BootstrapSources(self.storage, self.config)
+        return self._sources
+
+    def with_sources(self, files: list[BaseFile]) -> list[BaseFile]:
+        """`files`, a skeleton's with the source file its rows join (RFC-12): what every reader is given."""
+        sources = self.bootstrap_sources()
+        return files if sources is None else sources.attach(files)
+
+    def source_of(self, partition: str, file_id: str, instant: str) -> SourceFile | None:
+        sources = self.bootstrap_sources()
+        return None if sources is None else sources.source(partition, file_id, instant)
+
     def new_instant_time(self, timeline: ActiveTimeline) -> str:
         """An instant time strictly greater than every instant on both timelines."""
         mdt = self.metadata()
@@ -205,9 +228,8 @@ class Table:
         else:
             entries = [e for p in partitions for e in self.storage.list_files(p, recursive=False)]
         logs = parse_log_listing(entries) if self.config.merge_on_read else ()
-        return TableView(
-            parse_listing(entries), timeline or self.timeline(), as_of, "storage", fallback_reason, logs=logs
-        )
+        files = self.with_sources(parse_listing(entries))
+        return TableView(files, timeline or self.timeline(), as_of, "storage", fallback_reason, logs=logs)
 
     def metadata_view(
         self,
@@ -221,7 +243,7 @@ class Table:
         mdt = mdt or self.metadata()
         reader = MetadataReader(mdt, timeline)
         rows = reader.listed_files(partitions)
-        files = [f for p, name, size in rows if (f := parse_base_file(p, name, size))]
+        files = self.with_sources([f for p, name, size in rows if (f := parse_base_file(p, name, size))])
         logs = []
         if self.config.merge_on_read:
             logs = [g for p, n, size in reader.listed_logs(partitions) if (g := parse_data_log(p, n, size))]

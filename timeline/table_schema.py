@@ -24,6 +24,7 @@ from timeline.format.meta_fields import META_COLUMNS
 from timeline.format.schema_evolution import with_zones_of
 from timeline.format.table_config import CREATE_SCHEMA
 from timeline.io.lru import LruCache
+from timeline.query.skeleton_join import joined_schema
 from timeline.table import Table
 
 SCHEMA_WRITES = 8  # newest completed writes whose files give the stored schema before the listing is asked
@@ -38,9 +39,12 @@ def without_meta(schema: pa.Schema) -> pa.Schema:
 
 
 def of_file(table: Table, path: str) -> pa.Schema:
-    """A base file's schema as stored, meta columns included."""
+    """A base file's schema as stored, meta columns included; a bootstrapped skeleton's as its readers join it."""
     with table.storage.open_input(path) as handle:
-        return pq.read_schema(handle)
+        schema = pq.read_schema(handle)
+    base = _base_file_of(path)
+    source = table.source_of(base.partition, base.file_id, base.instant) if base is not None else None
+    return schema if source is None else joined_schema(schema, source)
 
 
 def written(table: Table, timeline: ActiveTimeline, instant: Instant) -> pa.Schema | None:

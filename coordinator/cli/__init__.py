@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import click
 
+from coordinator.cli.bootstrap import bootstrap
 from coordinator.cli.init_demo import demo, init
 from coordinator.cli.metadata_table import metadata
 from coordinator.cli.plugins import chaos_group
@@ -55,6 +56,7 @@ def cli() -> None:
 
 for _command in (
     init,
+    bootstrap,
     write,
     read,
     query,

@@ -109,11 +109,12 @@ def select_sql(connection: duckdb_module.DuckDBPyConnection, plan: ScanPlan) -> 
 
 
 def _files_source(connection: duckdb_module.DuckDBPyConnection, plan: ScanPlan) -> str:
-    """`read_parquet` of the files (local), or an Arrow table read by pyarrow (object stores, and merge-on-read
-    slices with logs, merged as they are read)."""
+    """`read_parquet` of the files (local), or an Arrow table read by pyarrow (object stores, merge-on-read
+    slices with logs, merged as they are read, and bootstrapped skeletons, joined with their sources)."""
     storage = plan.table.storage
     merged = plan.merge is not None and bool(plan.merge.logs)  # slices with logs: merged by Tandem's reader
-    if not storage.is_s3 and not merged:
+    joined = any(s.source is not None for s in plan.splits)  # bootstrapped skeletons: joined by Tandem's reader
+    if not storage.is_s3 and not merged and not joined:
         files = ", ".join("'" + storage.full(s.path).replace("'", "''") + "'" for s in plan.splits)
         return f"read_parquet([{files}], union_by_name = true, hive_partitioning = false)"
     rows = read_files(storage, plan.splits, merge=plan.merge)

@@ -24,12 +24,13 @@ from coordinator.mdt import deltacommit
 from coordinator.protocol import markers, provenance
 from timeline.crash_points import crash_point, register
 from timeline.errors import TandemError
-from timeline.format import action_metadata, avro_metadata, outcome
+from timeline.format import action_metadata, avro_metadata, bootstrap_index, outcome
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.data_logs import parse_log_listing
 from timeline.format.file_names import group_by_partition
 from timeline.format.fs_view import list_table_files, parse_listing
 from timeline.format.instant import ROLLBACK, Instant, State
+from timeline.format.source_file import METADATA_BOOTSTRAP_INSTANT
 from timeline.format.table_config import read_config
 from timeline.mdt import indexes as mdt_indexes
 from timeline.mdt import records as mdt_records
@@ -152,6 +153,7 @@ def resume(table: Table, rollback_instant: Instant) -> bool:
     paths = provenance.undoable(table.timeline(), target["commitTime"], planned)  # read after the claim
     for path in paths:
         table.storage.delete(path)
+    drop_bootstrap_index(table, victim)
     crash_point(FILES_DELETED)
     mdt = table.metadata()
     commands = _command_blocks(table, rollback_instant.time, victim, requests)
@@ -174,6 +176,13 @@ def resume(table: Table, rollback_instant: Instant) -> bool:
     timeline.complete(rollback_instant, avro_metadata.encode("HoodieRollbackMetadata", metadata))
     crash_point(COMPLETED)
     return True
+
+
+def drop_bootstrap_index(table: Table, victim: str) -> None:
+    """Hudi's `dropBootstrapIndexIfNeeded`: the bootstrap index is instant 00000000000001's (both files are
+    named for it), so it goes when that instant is undone."""
+    if victim == METADATA_BOOTSTRAP_INSTANT:
+        bootstrap_index.drop_index(table.storage)
 
 
 def _command_blocks(table: Table, rollback_time: str, victim: str, requests: list[dict]) -> dict[str, int]:

@@ -29,7 +29,7 @@ from coordinator.protocol.locking import held, table_lock
 from coordinator.protocol.recovery import roll_back_orphans
 from locks.base import LockProvider
 from timeline.crash_points import crash_point, register
-from timeline.errors import ConflictError, FencedError, LockError, TandemError
+from timeline.errors import BadInputError, ConflictError, FencedError, LockError, TandemError
 from timeline.format import outcome
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata
@@ -97,8 +97,10 @@ class Transaction:
         operation: str = "UPSERT",
         config: CoordinatorConfig | None = None,
         lock: LockProvider | None = None,
+        instant_time: str | None = None,
     ) -> None:
         self.table = table
+        self.instant_time = instant_time  # a fixed T (Hudi's bootstrap instants), above both timelines or refused
         self.action = action
         self.operation = operation
         self.config = config or CoordinatorConfig()
@@ -138,7 +140,7 @@ class Transaction:
                 crash_point(BEGIN_LOCKED)
                 seen = timeline.completed_times()
                 watched = frozenset(i.time for i in timeline.pending() if i.action in WRITE_ACTIONS)
-                time = self.table.new_instant_time(timeline)
+                time = self._instant_time(timeline)
             instant = Instant(time, self.action, State.REQUESTED)
             self.lock.check()
             timeline.create_requested(instant)
@@ -152,6 +154,19 @@ class Transaction:
             self.begun = Begun(self.instant, token, seen, watched, timeline)
         self.table.storage.sync_dirs([timeline.meta_dir])  # T.requested, T.inflight; off the lock, once
         return self.begun
+
+    def _instant_time(self, timeline: ActiveTimeline) -> str:
+        """T: a new time above both timelines, or the fixed one asked for when it is above them."""
+        if self.instant_time is None:
+            return self.table.new_instant_time(timeline)
+        mdt = self.table.metadata()
+        newest = max(timeline.last_time(), mdt.timeline().last_time() if mdt.exists() else "")
+        if newest >= self.instant_time or timeline.archived_files:
+            raise BadInputError(
+                f"instant {self.instant_time} must come first on {self.table.uri}'s timeline, which already "
+                f"reaches {newest or 'its archive'}"
+            )
+        return self.instant_time
 
     def _build_metadata_table_if_missing(self, timeline: ActiveTimeline) -> None:
         """As Hudi's writer does with `hoodie.metadata.enable`: the MDT's log chain is the commit's fence. What
@@ -378,6 +393,7 @@ class Transaction:
         if not logs or rollback.rollback(self.table, self.instant) is None:
             for path in provenance.undoable(self.table.timeline(), self.time, written):
                 self.table.storage.discard(path)
+            rollback.drop_bootstrap_index(self.table, self.time)
             if logs:
                 rollback.rollback_late_logs(self.table, self.instant, logs)
         mdt = self.table.metadata()

@@ -167,8 +167,8 @@ class TandemReader(DataSourceReader):
         self.explained = plan.explain()
         groups = group_splits(plan.splits, self.parallelism * 2)
         parts = [
-            InputPartition(([(s.path, s.partition, s.file_id) for s in group], _task_merge(plan.merge, group)))
-            for group in groups
+            InputPartition(([(s.path, s.partition, s.file_id, s.source) for s in g], _task_merge(plan.merge, g)))
+            for g in groups
         ]
         return parts or [InputPartition(([], None))]
 
@@ -176,8 +176,8 @@ class TandemReader(DataSourceReader):
         storage = Storage(self.uri)
         target = to_arrow_schema(self.schema, timezone="UTC")
         files, merge = partition.value
-        for path, part, file_id in files:
-            rows = read_base_file(storage, path)
+        for path, part, file_id, source in files:
+            rows = read_base_file(storage, path, source=source)
             if merge is not None:
                 rows = merge.merged(storage, rows, part, file_id)
             if self.since is not None:

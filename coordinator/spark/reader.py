@@ -23,6 +23,7 @@ from pyspark.sql.types import StructType
 
 from timeline.errors import BadInputError
 from timeline.format.meta_fields import COMMIT_TIME, META_COLUMNS
+from timeline.format.source_file import source_from_json, source_json
 from timeline.io.storage import Storage
 from timeline.mor.slice_merge import LogMerge
 from timeline.query.predicate import Expr, parse_sql
@@ -104,11 +105,12 @@ def _read_files(
     if not files:
         return spark.createDataFrame([], spark_schema)
     merged = merge is not None and bool(merge.logs)  # slices with logs: merged on the executors
-    if not table.storage.is_s3 and not merged:
+    joined = any(f.source is not None for f in files)  # bootstrapped skeletons: joined with their sources
+    if not table.storage.is_s3 and not merged and not joined:
         full = [f"file://{table.storage.full(f.path)}" for f in files]
         return spark.read.schema(spark_schema).option("mergeSchema", "true").parquet(*full)
-    rows = [(f.path, f.partition, f.file_id) for f in files]
-    listing = spark.createDataFrame(rows, "path string, partition string, file_id string")
+    rows = [(f.path, f.partition, f.file_id, source_json(f.source)) for f in files]
+    listing = spark.createDataFrame(rows, "path string, partition string, file_id string, source string")
     slices = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
     task = partial(read_task, table.uri, schema, merge if merged else None)
     return listing.repartition(slices).mapInArrow(task, spark_schema)
@@ -117,12 +119,12 @@ def _read_files(
 def read_task(
     base_uri: str, schema: pa.Schema, merge: LogMerge | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side of a read through pyarrow (object stores, merge-on-read slices with logs): each file
-    slice read (its logs merged over it), widened to the table's schema."""
+    """Executor side of a read through pyarrow (object stores, merge-on-read slices with logs, bootstrapped
+    skeletons): each file slice read (its logs merged over it), widened to the table's schema."""
     storage = Storage(base_uri)
     for batch in batches:
-        for path, partition, file_id in zip(*(c.to_pylist() for c in batch.columns), strict=True):
-            rows = read_base_file(storage, path)
+        for path, partition, file_id, source in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+            rows = read_base_file(storage, path, source=source_from_json(source))
             if merge is not None:
                 rows = merge.merged(storage, rows, partition, file_id)
             columns = [

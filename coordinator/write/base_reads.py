@@ -60,6 +60,6 @@ class BaseFileReads:
         """A base file this write builds on; gone means a concurrent writer and clean moved past it."""
         fetched = self._fetched if fetch else None
         try:
-            return read_base_file(self.table.storage, base.path, columns, base.size or None, fetched)
+            return read_base_file(self.table.storage, base.path, columns, base.size or None, fetched, base.source)
         except FileNotFoundError as err:
             raise ConflictError(f"{base.path} was cleaned while this write read it: a newer version exists") from err

@@ -250,8 +250,10 @@ class LocalWriter:
         data: pa.Table | pa.RecordBatchReader,
         operation: str,
         on_begin: Callable[[str], None] | None = None,
+        instant_time: str | None = None,
     ) -> WriteResult:
-        """Write `data` as one instant; on any failure the instant is undone.
+        """Write `data` as one instant (at `instant_time` when given: a bootstrap's); on any failure the instant
+        is undone.
 
         An insert or bulk_insert streams `data` (a table or a reader of any size) into
         its files with bounded memory; the other operations read a reader whole. A
@@ -270,7 +272,7 @@ class LocalWriter:
         else:
             data = self._first_checked(data)
         try:
-            return self._write(data, operation, action, on_begin)
+            return self._write(data, operation, action, on_begin, instant_time)
         finally:
             self.reads.clear()
             self._ensured.clear()
@@ -290,11 +292,12 @@ class LocalWriter:
         operation: str,
         action: str,
         on_begin: Callable[[str], None] | None,
+        instant_time: str | None,
     ) -> WriteResult:
         with ExitStack() as stack:
             with reuse_reads():  # the view reuses the MDT reads of the begin (nothing wrote there since)
                 txn = stack.enter_context(
-                    Transaction(self.table, action, operation.upper(), self.coordinator, self.lock)
+                    Transaction(self.table, action, operation.upper(), self.coordinator, self.lock, instant_time)
                 )
                 if on_begin is not None:
                     on_begin(txn.time)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from timeline.errors import CorruptInstantError
 from timeline.format import partition_path
+from timeline.format.source_file import SourceFile
 
 PARQUET = ".parquet"
 PARTITION_METADATA = ".hoodie_partition_metadata"
@@ -32,6 +33,8 @@ class BaseFile:
     write_token: str
     instant: str
     size: int = 0
+    # A bootstrapped table's skeleton file (instant 00000000000001): the source file its rows join, by position
+    source: SourceFile | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:

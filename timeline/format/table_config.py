@@ -211,10 +211,10 @@ class TableConfig:
 def _features_missing(props: dict[str, str]) -> list[str]:
     """Table features Java Hudi may record that Tandem neither reads nor keeps up when it writes."""
     found = []
-    if props.get("hoodie.bootstrap.base.path"):
+    if props.get("hoodie.bootstrap.base.path") and props.get("hoodie.table.type") == MERGE_ON_READ:
         found.append(
-            f"bootstrap tables are not supported (hoodie.bootstrap.base.path={props['hoodie.bootstrap.base.path']}: "
-            "their skeleton files hold only the record keys)"
+            "bootstrapped merge-on-read tables are not supported "
+            f"(hoodie.bootstrap.base.path={props['hoodie.bootstrap.base.path']}: only copy-on-write ones are)"
         )
     if props.get("hoodie.table.cdc.enabled", "false").lower() == "true":
         found.append("CDC tables are not supported (hoodie.table.cdc.enabled=true: Tandem writes no change logs)")

@@ -31,10 +31,13 @@ MAJOR_VERSION = 3
 MINOR_VERSION = 3  # HFileReaderImpl.MAX_MINOR_VERSION, what HBase 2.4 writes
 PB_MAGIC = b"PBUF"
 COMPARATOR = "org.apache.hudi.io.storage.HoodieHBaseKVComparator"  # what Hudi 0.15 and 1.x write
+# The bootstrap index's (RFC-12): a CellComparatorImpl under Hudi's name
+BOOTSTRAP_COMPARATOR = "org.apache.hudi.common.bootstrap.index.HFileBootstrapIndex$HoodieKVComparator"
 # Comparators that order rows as unsigned bytes, as this reader's binary search assumes.
 KNOWN_COMPARATORS = frozenset(
     {
         COMPARATOR,
+        BOOTSTRAP_COMPARATOR,
         "org.apache.hadoop.hbase.KeyValue$KVComparator",  # HBase's own, under its HBase 1 name
         "org.apache.hadoop.hbase.CellComparatorImpl",
     }

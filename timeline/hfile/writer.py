@@ -49,11 +49,13 @@ def write_hfile(
     compression: str = "gz",
     meta_blocks: Mapping[bytes, bytes] = {},  # noqa: B006 - read only
     index_chunk_size: int = MAX_CHUNK_SIZE,
+    comparator: str = COMPARATOR,
 ) -> bytes:
     """The whole HFile for `cells` (keys strictly increasing as unsigned bytes, else ValueError).
 
     `file_info` is the user part of the file info map (Hudi's `schema`, `minRecordKey`, ...); `meta_blocks` are
-    named meta blocks (Hudi's `bloomFilter`); `index_chunk_size` is HBase's hfile.index.block.max.size."""
+    named meta blocks (Hudi's `bloomFilter`); `index_chunk_size` is HBase's hfile.index.block.max.size; `comparator`
+    the name the trailer gives the row order (unsigned bytes, whatever the name)."""
     if compression not in block.CODECS:
         raise ValueError(f"compression must be one of {sorted(block.CODECS)}, got {compression!r}")
     reserved = {MAX_MEMSTORE_TS_KEY, KEY_VALUE_VERSION}
@@ -133,7 +135,7 @@ def write_hfile(
         num_data_index_levels=index.levels,
         first_data_block_offset=first_data_offset,
         last_data_block_offset=last_data_offset,
-        comparator_class_name=COMPARATOR,
+        comparator_class_name=comparator,
         compression_codec=file.codec,
     )
     return bytes(file.out + encode_trailer(trailer))

@@ -14,8 +14,10 @@ from timeline.format.file_names import BaseFile
 from timeline.format.fs_view import FileSystemView
 from timeline.format.meta_fields import COMMIT_TIME, META_COLUMNS
 from timeline.format.schema_evolution import conform, union
+from timeline.format.source_file import SourceFile
 from timeline.io.storage import Storage
 from timeline.mor.slice_merge import LogMerge
+from timeline.query.skeleton_join import read_joined
 from timeline.table import Table
 
 if TYPE_CHECKING:
@@ -35,11 +37,15 @@ def read_base_file(
     columns: list[str] | None = None,
     size: int | None = None,
     fetched: dict[str, bytes] | None = None,
+    source: SourceFile | None = None,
 ) -> pa.Table:
     """A base file's rows. On S3 a file whose `size` the listing gave is one GetObject when small (pyarrow's
     file would HEAD for the size, then read the footer and each column by range); `fetched` keeps the bytes
-    for a second read in the same write (an upsert reads a file's keys, then the whole file)."""
+    for a second read in the same write (an upsert reads a file's keys, then the whole file). A bootstrapped
+    skeleton (`source`) is joined with its source file (`skeleton_join`)."""
     try:
+        if source is not None:
+            return read_joined(storage, path, source, columns)
         return _read_base_file(storage, path, columns, size, fetched)
     except FileNotFoundError:
         raise
@@ -90,8 +96,8 @@ def _read_slice(
 ) -> pa.Table:
     """The rows of one file slice: its base file's, with its logs merged over them when it has any."""
     if merge is None or not merge.logs_of(file.partition, file.file_id):
-        return read_base_file(storage, file.path, columns)
-    rows = merge.merged(storage, read_base_file(storage, file.path), file.partition, file.file_id)
+        return read_base_file(storage, file.path, columns, source=file.source)
+    rows = merge.merged(storage, read_base_file(storage, file.path, source=file.source), file.partition, file.file_id)
     return rows if columns is None else rows.select([c for c in columns if c in rows.column_names])
 
 

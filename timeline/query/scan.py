@@ -31,6 +31,7 @@ from timeline.format.file_names import BaseFile
 from timeline.format.fs_view import FILES_SCHEMA, latest_files
 from timeline.format.instant import CLEAN, WRITE_ACTIONS, query_instant
 from timeline.format.partition_path import file_path
+from timeline.format.source_file import SourceFile
 from timeline.index.column_stats import ColumnRange
 from timeline.io import read_once
 from timeline.mdt.hudi_ranges import column_range
@@ -60,6 +61,7 @@ class Split:
     size: int
     partition_values: dict[str, Any]
     stats: dict[str, ColumnRange] | None = None
+    source: SourceFile | None = None  # a bootstrapped skeleton's source file, joined by position on read
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,8 @@ class ScanPlan:
         for partition, name, size, file_id, instant in zip(*columns, strict=True):
             ranges = self.ranges.get((partition, name)) if self.ranges is not None else None
             path = file_path(partition, name)
-            out.append(Split(path, partition, file_id, instant, size, values[partition], ranges))
+            source = self.table.source_of(partition, file_id, instant)
+            out.append(Split(path, partition, file_id, instant, size, values[partition], ranges, source))
         return out
 
     @property

@@ -1,0 +1,219 @@
+"""Bootstrap (RFC-12): a parquet dataset taken in as a table, in both modes and mixed by the regex selector.
+
+Oracle: the source itself, read with pyarrow file by file, the partition columns added from the folder names as
+strings (what Spark reads from a `df.write.partitionBy` dataset): every reader of Tandem must return exactly
+those rows after the bootstrap, and a model of upserts and deletes after a random history of writes and table
+services, while every source file keeps its bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coordinator.bootstrap.run import FULL_RECORD, METADATA_ONLY, BootstrapRequest, bootstrap
+from coordinator.config import CoordinatorConfig
+from coordinator.services.steps import clean
+from coordinator.write.writer import LocalWriter
+from timeline.errors import BadInputError
+from timeline.format.bootstrap_index import read_index
+from timeline.format.meta_fields import META_COLUMNS
+from timeline.query.reader import read_plan, read_view
+from timeline.query.scan import plan_scan
+from timeline.table import Table
+
+CONFIG = CoordinatorConfig(lock_uri="memory")
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("v", pa.float64()), ("ts", pa.int64())])
+
+
+def write_source(root: str, layout: dict[str, list[int]], first_id: int = 0) -> list[dict]:
+    """Parquet files under `root`: per folder, one file per row count given; returns every row with its
+    partition columns (the oracle)."""
+    rows, next_id = [], first_id
+    for folder, counts in layout.items():
+        os.makedirs(os.path.join(root, folder), exist_ok=True)
+        values = dict(p.split("=", 1) for p in folder.split("/")) if folder else {}
+        for n, count in enumerate(counts):
+            ids = list(range(next_id, next_id + count))
+            next_id += count
+            data = {
+                "id": ids,
+                "name": [f"n{i}" for i in ids],
+                "v": [None if i % 5 == 0 else i / 4 for i in ids],
+                "ts": [1] * count,
+            }
+            pq.write_table(pa.table(data, schema=SCHEMA), os.path.join(root, folder, f"part-{n:05d}.parquet"))
+            rows += [{**{k: data[k][j] for k in data}, **values} for j in range(count)]
+    with open(os.path.join(root, "_SUCCESS"), "w"):
+        pass
+    return rows
+
+
+def fingerprint(root: str) -> dict[str, str]:
+    out = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as handle:
+                out[os.path.relpath(os.path.join(folder, name), root)] = hashlib.sha256(handle.read()).hexdigest()
+    return out
+
+
+def table_rows(path: str, where: str | None = None) -> list[dict]:
+    rows = read_plan(plan_scan(Table.open(path), where))
+    rows = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names])
+    return sorted(rows.to_pylist(), key=lambda r: r["id"])
+
+
+LAYOUTS = st.sampled_from(
+    [
+        {"": None},
+        {"city=a": None, "city=b": None},
+        {"year=2020/month=1": None, "year=2020/month=10": None, "year=2021/month=1": None},
+    ]
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    layout=LAYOUTS,
+    counts=st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=3), min_size=3, max_size=3),
+    mode=st.sampled_from([METADATA_ONLY, FULL_RECORD, "mixed"]),
+)
+def test_every_reader_returns_the_source_rows(tmp_path_factory, layout, counts, mode):
+    base = tmp_path_factory.mktemp("boot")
+    folders = {folder: counts[i] for i, folder in enumerate(layout)}
+    expected = sorted(write_source(str(base / "src"), folders), key=lambda r: r["id"])
+    if not expected:
+        return
+    before = fingerprint(str(base / "src"))
+    columns = [p.split("=")[0] for p in next(iter(folders)).split("/")] if next(iter(folders)) else []
+    request = BootstrapRequest(
+        str(base / "src"),
+        str(base / "t"),
+        ["id"],
+        mode=FULL_RECORD if mode == FULL_RECORD else METADATA_ONLY,
+        mode_regex=".*=a|year=2020/month=1" if mode == "mixed" else None,
+    )
+    result = bootstrap(request, CONFIG)
+    assert table_rows(str(base / "t")) == expected
+    table = Table.open(str(base / "t"))
+    viewed = read_view(table, table.view(source="storage")).drop_columns(META_COLUMNS).to_pylist()
+    assert sorted(viewed, key=lambda r: r["id"]) == expected
+    assert fingerprint(str(base / "src")) == before
+    index = read_index(table.storage)
+    assert (index is not None) == (result.metadata_only_files > 0)
+    if columns:
+        value = expected[0][columns[0]]
+        want = [r for r in expected if r[columns[0]] == value and r["v"] is not None and r["v"] > 0.5]
+        assert table_rows(str(base / "t"), f"{columns[0]} = '{value}' AND v > 0.5") == want
+
+
+def test_skeletons_hold_the_meta_columns_of_their_source_rows_in_order(tmp_path):
+    write_source(str(tmp_path / "src"), {"city=a": [3, 0], "city=b": [4]})
+    bootstrap(BootstrapRequest(str(tmp_path / "src"), str(tmp_path / "t"), ["id"]), CONFIG)
+    table = Table.open(str(tmp_path / "t"))
+    assert table.config.raw["hoodie.bootstrap.base.path"] == str(tmp_path / "src")
+    skeletons = table.view().latest_base_files()
+    assert len(skeletons) == 3 and all(f.instant == "00000000000001" and f.source for f in skeletons)
+    for f in skeletons:
+        stored = pq.read_table(table.storage.full(f.path))
+        assert stored.column_names == META_COLUMNS
+        source = pq.read_table(os.path.join(str(tmp_path / "src"), f.source.path))
+        assert stored.column("_hoodie_record_key").to_pylist() == [str(i) for i in source.column("id").to_pylist()]
+        assert set(stored.column("_hoodie_partition_path").to_pylist()) <= {f.partition}
+        seqnos = stored.column("_hoodie_commit_seqno").to_pylist()
+        assert seqnos == [f"00000000000001_{s.split('_')[1]}_{i}" for i, s in enumerate(seqnos)]
+
+
+def test_random_histories_after_a_bootstrap_never_touch_the_source(tmp_path):
+    """Upserts (moving keys between the source's rows and new ones), deletes, inserts, cleans and archival on a
+    bootstrapped table, against a model; the source's bytes never change."""
+    rng = random.Random(7)
+    source = str(tmp_path / "src")
+    rows = write_source(source, {"city=a": [5, 3], "city=b": [4], "city=c": [2, 2]})
+    before = fingerprint(source)
+    path = str(tmp_path / "t")
+    config = CoordinatorConfig(lock_uri="memory", commits_retained=1, archive_min_commits=2, archive_max_commits=3)
+    bootstrap(BootstrapRequest(source, path, ["id"], mode_regex="city=c", regex_mode=FULL_RECORD), config)
+    model = {(r["id"], r["city"]): r for r in rows}
+    writer = LocalWriter(Table.open(path), coordinator=config)
+    for step in range(14):
+        op = rng.choice(["upsert", "upsert", "delete", "insert", "clean"])
+        if op == "clean":
+            clean(Table.open(path), config)
+            continue
+        ids = rng.sample(range(30), rng.randint(1, 4))
+        batch = [
+            {"id": i, "name": f"s{step}", "v": float(step), "ts": step + 2, "city": rng.choice("abc")} for i in ids
+        ]
+        if op == "insert":
+            batch = [r for r in batch if (r["id"], r["city"]) not in model]
+            if not batch:
+                continue
+        writer.write(pa.Table.from_pylist(batch, schema=SCHEMA.append(pa.field("city", pa.string()))), op)
+        for r in batch:
+            if op == "delete":
+                model.pop((r["id"], r["city"]), None)
+            else:
+                model[(r["id"], r["city"])] = r
+        assert table_rows(path) == sorted(model.values(), key=lambda r: (r["id"], r["city"])), step
+    assert fingerprint(source) == before
+
+
+BAD_SOURCES = {
+    "mixed schemas": lambda root: pq.write_table(
+        pa.table({"id": [9], "name": [1]}), os.path.join(root, "city=a", "part-9.parquet")
+    ),
+    "not parquet": lambda root: open(os.path.join(root, "city=a", "notes.txt"), "w").close(),
+    "not a parquet file": lambda root: open(os.path.join(root, "city=a", "x.parquet"), "wb").write(b"PAR1junk"),
+    "inconsistent folders": lambda root: _move(root, "city=b", "town=b"),
+    "nested deeper": lambda root: _move(root, "city=b/part-00000.parquet", "city=b/day=1/part-00000.parquet"),
+    "duplicate keys": lambda root: pq.write_table(
+        pa.table({"id": [0], "name": ["d"], "v": [1.0], "ts": [1]}, schema=SCHEMA),
+        os.path.join(root, "city=a", "part-9.parquet"),
+    ),
+    "empty": lambda root: [os.remove(os.path.join(f, n)) for f, _, ns in os.walk(root) for n in ns],
+    "null key": lambda root: pq.write_table(
+        pa.table({"id": [None], "name": ["d"], "v": [1.0], "ts": [1]}, schema=SCHEMA),
+        os.path.join(root, "city=a", "part-9.parquet"),
+    ),
+}
+
+
+def _move(root: str, old: str, new: str) -> None:
+    os.makedirs(os.path.dirname(os.path.join(root, new)), exist_ok=True)
+    os.rename(os.path.join(root, old), os.path.join(root, new))
+
+
+@pytest.mark.parametrize("problem", sorted(BAD_SOURCES))
+def test_a_bad_source_is_refused_before_anything_is_written(tmp_path, problem):
+    source = str(tmp_path / "src")
+    write_source(source, {"city=a": [3], "city=b": [2]})
+    BAD_SOURCES[problem](source)
+    before = fingerprint(source)
+    with pytest.raises(BadInputError) as refused:
+        bootstrap(BootstrapRequest(source, str(tmp_path / "t"), ["id"]), CONFIG)
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "t").exists()
+    assert fingerprint(source) == before
+
+
+def test_a_source_inside_the_target_and_a_wrong_partition_column_are_refused(tmp_path):
+    source = str(tmp_path / "t" / "src")
+    write_source(source, {"city=a": [2]})
+    with pytest.raises(BadInputError, match="overlap"):
+        bootstrap(BootstrapRequest(source, str(tmp_path / "t"), ["id"]), CONFIG)
+    with pytest.raises(BadInputError, match="overlap"):
+        bootstrap(BootstrapRequest(str(tmp_path / "t"), source + "/inner", ["id"]), CONFIG)
+    with pytest.raises(BadInputError, match="partition-by"):
+        bootstrap(BootstrapRequest(source, str(tmp_path / "u"), ["id"], partition_by=["town"]), CONFIG)
+    with pytest.raises(BadInputError, match="'city'"):
+        bootstrap(BootstrapRequest(source, str(tmp_path / "u"), ["city"]), CONFIG)
+    assert not (tmp_path / "u").exists()
