@@ -292,3 +292,4 @@ SCENARIOS: dict[str, Scenario] = {
 }  # fmt: skip
 HUDI_FORMAT_SCENARIOS = tuple(name for name in SCENARIOS if name.startswith("hudi_"))
 MOR_SCENARIOS = tuple(name for name in SCENARIOS if name.startswith("mor_"))
+BOOTSTRAP_SCENARIOS = tuple(name for name in SCENARIOS if name.startswith("bootstrap_"))

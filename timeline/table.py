@@ -14,7 +14,7 @@ from timeline.format.data_logs import DataLog, parse_data_log, parse_log_listing
 from timeline.format.file_names import BaseFile, parse_base_file
 from timeline.format.fs_view import FileSystemView, list_table_files, parse_listing
 from timeline.format.instant import CLOCK
-from timeline.format.source_file import BOOTSTRAP_BASE_PATH, SourceFile
+from timeline.format.source_file import BOOTSTRAP_BASE_PATH, METADATA_BOOTSTRAP_INSTANT, SourceFile
 from timeline.format.table_config import (
     COPY_ON_WRITE,
     HOODIE_DIR,
@@ -201,10 +201,13 @@ class Table:
             self._sources = BootstrapSources(self.storage, self.config)
         return self._sources
 
-    def with_sources(self, files: list[BaseFile]) -> list[BaseFile]:
-        """`files`, a skeleton's with the source file its rows join (RFC-12): what every reader is given."""
+    def with_sources(self, files: list[BaseFile], timeline: ActiveTimeline) -> list[BaseFile]:
+        """`files`, a skeleton's with the source file its rows join (RFC-12): what every reader is given. Until
+        the bootstrap instant completes its skeletons are no one's to read (a view drops them)."""
         sources = self.bootstrap_sources()
-        return files if sources is None else sources.attach(files)
+        if sources is None or not timeline.is_completed_or_archived(METADATA_BOOTSTRAP_INSTANT):
+            return files
+        return sources.attach(files)
 
     def source_of(self, partition: str, file_id: str, instant: str) -> SourceFile | None:
         sources = self.bootstrap_sources()
@@ -228,8 +231,9 @@ class Table:
         else:
             entries = [e for p in partitions for e in self.storage.list_files(p, recursive=False)]
         logs = parse_log_listing(entries) if self.config.merge_on_read else ()
-        files = self.with_sources(parse_listing(entries))
-        return TableView(files, timeline or self.timeline(), as_of, "storage", fallback_reason, logs=logs)
+        timeline = timeline or self.timeline()
+        files = self.with_sources(parse_listing(entries), timeline)
+        return TableView(files, timeline, as_of, "storage", fallback_reason, logs=logs)
 
     def metadata_view(
         self,
@@ -243,7 +247,7 @@ class Table:
         mdt = mdt or self.metadata()
         reader = MetadataReader(mdt, timeline)
         rows = reader.listed_files(partitions)
-        files = self.with_sources([f for p, name, size in rows if (f := parse_base_file(p, name, size))])
+        files = self.with_sources([f for p, name, size in rows if (f := parse_base_file(p, name, size))], timeline)
         logs = []
         if self.config.merge_on_read:
             logs = [g for p, n, size in reader.listed_logs(partitions) if (g := parse_data_log(p, n, size))]

@@ -8,8 +8,9 @@ modes, chosen per partition as Hudi's selector chooses them.
 
 The whole source is checked first (`source_layout`): a bad source changes nothing. Each instant is an
 ordinary transaction (markers, the metadata table first, the commit decision), so a crash at any step leaves
-an instant that `tandem recover` rolls back like any other (its rollback drops the bootstrap index too);
-running the bootstrap again then starts over. The source is only ever read.
+an instant that `tandem recover` rolls back like any other (its rollback drops the bootstrap index too). Hudi's
+bootstrap instants are fixed times, so an attempt rolled back cannot be made again in the same table: the
+target is removed and the bootstrap run again (said so when it is tried). The source is only ever read.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,17 +29,18 @@ from coordinator.bootstrap import source_layout
 from coordinator.bootstrap.source_layout import ListedFile, SourceLayout
 from coordinator.config import CoordinatorConfig
 from coordinator.protocol.transaction import Transaction, WriteOutcome
-from coordinator.write.new_files import BaseFileWriter
+from coordinator.write.new_files import BaseFileWriter, InstantSink
 from coordinator.write.pool import each
 from coordinator.write.rows import KEY, PARTITION
 from coordinator.write.writer import LocalWriter
 from locks.base import LockProvider
 from timeline.crash_points import crash_point, register
 from timeline.errors import BadInputError
+from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_schema import arrow_to_avro
 from timeline.format.bootstrap_index import INDEX_CLASS, SourceMapping, write_index
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
-from timeline.format.instant import COMMIT
+from timeline.format.instant import COMMIT, ROLLBACK, Instant
 from timeline.format.keys import DEFAULT_PARTITION
 from timeline.format.source_file import (
     BOOTSTRAP_BASE_PATH,
@@ -104,18 +107,39 @@ def select_modes(partitions: list[str], request: BootstrapRequest) -> dict[str, 
     return {p: request.regex_mode if pattern.fullmatch(p) else other for p in partitions}
 
 
+class Engine(Protocol):
+    """Where the bootstrap's work on the rows runs: this process (`LocalEngine`) or Spark's executors."""
+
+    def check_keys(self, storage: Storage, layout: SourceLayout, record_key: list[str]) -> None:
+        """Refuse null, empty and repeated record keys (`source_layout.record_keys`'s words)."""
+
+    def skeletons(
+        self, table: Table, txn: Transaction, storage: Storage, files: list[ListedFile]
+    ) -> list[tuple[WriteStat, SourceMapping]]:
+        """A skeleton per source file, under `txn`."""
+
+    def copy(
+        self, table: Table, storage: Storage, layout: SourceLayout, files: list[ListedFile], lock: LockProvider | None
+    ) -> list[WriteStat]:
+        """The rows of `files` as one bulk insert at instant 02."""
+
+
 def bootstrap(
-    request: BootstrapRequest, config: CoordinatorConfig | None = None, lock: LockProvider | None = None
+    request: BootstrapRequest,
+    config: CoordinatorConfig | None = None,
+    lock: LockProvider | None = None,
+    engine: Engine | None = None,
 ) -> BootstrapResult:
     """Check the source, create the table, commit the metadata-only partitions, then the full-record ones."""
     config = config or CoordinatorConfig()
+    engine = engine or LocalEngine(config)
     if not request.record_key or len(set(request.record_key)) != len(request.record_key):
         raise BadInputError("--record-key needs distinct column names")
     storage, listed = source_layout.list_source(request.source, request.target)
     columns = source_layout.partition_columns(listed, request.partition_by)
     layout = source_layout.check_layout(storage, listed, columns, request.record_key, request.precombine)
     modes = select_modes(layout.partitions(), request)
-    keys = source_layout.record_keys(storage, layout, request.record_key)
+    engine.check_keys(storage, layout, request.record_key)
     crash_point(CHECKED)
     table = _target_table(request, layout, config)
     crash_point(CREATED)
@@ -123,12 +147,12 @@ def bootstrap(
     instants, written = [], 0
     skeletal = [f for f in layout.files if modes[f.partition] == METADATA_ONLY]
     if skeletal and METADATA_BOOTSTRAP_INSTANT not in done:
-        written += _metadata_only(table, storage, layout, skeletal, keys, config, lock)
+        written += _metadata_only(table, storage, layout, skeletal, engine, config, lock)
         instants.append(METADATA_BOOTSTRAP_INSTANT)
     crash_point(METADATA_DONE)
     copied = [f for f in layout.files if modes[f.partition] == FULL_RECORD]
     if copied and FULL_BOOTSTRAP_INSTANT not in done:
-        written += _full_record(table, storage, layout, copied, config, lock)
+        written += sum(s.file_size_in_bytes for s in engine.copy(table, storage, layout, copied, lock))
         instants.append(FULL_BOOTSTRAP_INSTANT)
     rows = sum(f.rows for f in layout.files)
     return BootstrapResult(table.uri, instants, len(skeletal), len(copied), rows, written)
@@ -157,8 +181,14 @@ def _target_table(request: BootstrapRequest, layout: SourceLayout, config: Coord
         and table.config.record_key_fields == request.record_key
         and table.config.partition_fields == layout.partition_columns
     )
-    others = [i.time for i in table.timeline().instants if i.time not in BOOTSTRAP_INSTANTS]
-    if not same or others or table.timeline().archived_files:
+    timeline = table.timeline()
+    others = [i for i in timeline.instants if i.time not in BOOTSTRAP_INSTANTS]
+    if same and others and all(_undid_a_bootstrap(timeline, i) for i in others):
+        raise BadInputError(
+            f"{target} holds a bootstrap that was rolled back and nothing else: remove the folder (its writer must "
+            "be gone) and run the bootstrap again; its instants are Hudi's fixed ones and cannot be taken twice"
+        )
+    if not same or others or timeline.archived_files:
         raise BadInputError(
             f"{target} is already a table"
             + (f" (bootstrapped from {recorded})" if recorded else "")
@@ -167,48 +197,53 @@ def _target_table(request: BootstrapRequest, layout: SourceLayout, config: Coord
     return table
 
 
+def _undid_a_bootstrap(timeline: ActiveTimeline, instant: Instant) -> bool:
+    return instant.action == ROLLBACK and timeline.rollback_target(instant).get("commitTime") in BOOTSTRAP_INSTANTS
+
+
 def _metadata_only(
     table: Table,
     storage: Storage,
     layout: SourceLayout,
     files: list[ListedFile],
-    keys: dict[str, pa.ChunkedArray],
+    engine: Engine,
     config: CoordinatorConfig,
     lock: LockProvider | None,
 ) -> int:
     """Instant 01: a skeleton per source file, the bootstrap index, then the commit (checked: no source changed)."""
-    writer = LocalWriter(table, coordinator=config, lock=lock)
     with Transaction(table, COMMIT, "BOOTSTRAP", config, lock, METADATA_BOOTSTRAP_INSTANT) as txn:
         schema = arrow_to_avro(layout.table_schema, table.config.name)
         metadata = CommitMetadata(operation_type="BOOTSTRAP", schema=schema)
-
-        def skeleton(task: int) -> tuple[WriteStat, SourceMapping]:
-            source = files[task]
-            if task and task % PROGRESS_EVERY == 0:
-                LOG.info("bootstrap: %d of %d skeletons written", task, len(files))
-            out = BaseFileWriter(writer, txn, source.partition, str(uuid.uuid4()), task, None)
-            keyed = pa.table({KEY: keys[source.path], PARTITION: pa.repeat(source.partition, source.rows)})
-            try:
-                out.write(keyed)
-                stat = out.close()
-            except BaseException:
-                out.abandon()
-                raise
-            uri = _hadoop_uri(storage, source.path)
-            mapping = SourceMapping(
-                source.partition, out.file_id, source.partition, uri, source.size, source.mtime_ns // 1_000_000
-            )
-            return stat, mapping
-
-        made = each(skeleton, range(len(files)), writer.io_threads)
+        made = engine.skeletons(table, txn, storage, files)
         crash_point(SKELETONS)
-        for stat, _ in made:
+        for stat, _ in sorted(made, key=lambda m: m[0].path):
             metadata.add(stat)
         write_index(table.storage, layout.base_uri, [m for _, m in made])
         crash_point(INDEXED)
         source_layout.unchanged(storage, files)
-        txn.commit(WriteOutcome(metadata, frozenset(), marked_here=True))
+        txn.commit(WriteOutcome(metadata, frozenset(), marked_here=isinstance(engine, LocalEngine)))
     return sum(stat.file_size_in_bytes for stat, _ in made)
+
+
+def write_skeleton(
+    writer: LocalWriter, sink: InstantSink, storage: Storage, source: ListedFile, keys: pa.ChunkedArray, task: int,
+    token: str | None = None,
+) -> tuple[WriteStat, SourceMapping]:  # fmt: skip
+    """One skeleton: the meta columns of `source`'s rows in its order (`keys`: their record keys), as a new file
+    group in the same partition; and the index entry naming its source."""
+    out = BaseFileWriter(writer, sink, source.partition, str(uuid.uuid4()), task, token)
+    keyed = pa.table({KEY: keys, PARTITION: pa.repeat(pa.scalar(source.partition), len(keys))})
+    try:
+        out.write(keyed)
+        stat = out.close()
+    except BaseException:
+        out.abandon()
+        raise
+    uri = _hadoop_uri(storage, source.path)
+    mapping = SourceMapping(
+        source.partition, out.file_id, source.partition, uri, source.size, source.mtime_ns // 1_000_000
+    )
+    return stat, mapping
 
 
 def _hadoop_uri(storage: Storage, path: str) -> str:
@@ -217,32 +252,48 @@ def _hadoop_uri(storage: Storage, path: str) -> str:
     return full if "://" in full else f"file:{full}"
 
 
-def _full_record(
-    table: Table,
-    storage: Storage,
-    layout: SourceLayout,
-    files: list[ListedFile],
-    config: CoordinatorConfig,
-    lock: LockProvider | None,
-) -> int:
-    """Instant 02: the rows of the full-record partitions, partition columns added from their folders, as one
-    bulk insert; each file is checked unchanged around its read."""
-    schema = layout.table_schema
+def source_batches(storage: Storage, layout: SourceLayout, files: list[ListedFile]) -> Iterator[pa.RecordBatch]:
+    """The rows of `files` in the table's schema, partition columns added from their folders (null for Hive's
+    default partition); each file checked unchanged around its read."""
+    for source in files:
+        source_layout.unchanged(storage, [source])
+        with storage.open_input(source.path) as handle:
+            rows = pq.ParquetFile(handle).read()
+        source_layout.unchanged(storage, [source])
+        values = dict(part.split("=", 1) for part in source.partition.split("/")) if source.partition else {}
+        for name in layout.partition_columns:
+            value = None if values[name] == DEFAULT_PARTITION else values[name]
+            rows = rows.append_column(name, pa.repeat(pa.scalar(value, pa.string()), rows.num_rows))
+        yield from rows.cast(layout.table_schema).to_batches()
 
-    def batches() -> Iterator[pa.RecordBatch]:
-        for source in files:
-            source_layout.unchanged(storage, [source])
-            with storage.open_input(source.path) as handle:
-                rows = pq.ParquetFile(handle).read()
-            source_layout.unchanged(storage, [source])
-            values = dict(part.split("=", 1) for part in source.partition.split("/")) if source.partition else {}
-            for name in layout.partition_columns:
-                value = None if values[name] == DEFAULT_PARTITION else values[name]
-                rows = rows.append_column(name, pa.repeat(pa.scalar(value, pa.string()), rows.num_rows))
-            yield from rows.cast(schema).to_batches()
 
-    writer = LocalWriter(table, coordinator=config, lock=lock)
-    result = writer.write(
-        pa.RecordBatchReader.from_batches(schema, batches()), "bulk_insert", instant_time=FULL_BOOTSTRAP_INSTANT
-    )
-    return sum(s.file_size_in_bytes for s in result.metadata.write_stats())
+class LocalEngine:
+    """The bootstrap in this process: keys read once for the duplicate check and the skeletons, skeletons
+    written on the write pool, the full-record rows streamed through the local writer."""
+
+    def __init__(self, config: CoordinatorConfig) -> None:
+        self.config = config
+        self.keys: dict[str, pa.ChunkedArray] = {}
+
+    def check_keys(self, storage: Storage, layout: SourceLayout, record_key: list[str]) -> None:
+        self.keys = source_layout.record_keys(storage, layout, record_key)
+
+    def skeletons(
+        self, table: Table, txn: Transaction, storage: Storage, files: list[ListedFile]
+    ) -> list[tuple[WriteStat, SourceMapping]]:
+        writer = LocalWriter(table, coordinator=self.config, lock=txn.lock)
+
+        def one(task: int) -> tuple[WriteStat, SourceMapping]:
+            if task and task % PROGRESS_EVERY == 0:
+                LOG.info("bootstrap: %d of %d skeletons written", task, len(files))
+            return write_skeleton(writer, txn, storage, files[task], self.keys[files[task].path], task)
+
+        return each(one, range(len(files)), writer.io_threads)
+
+    def copy(
+        self, table: Table, storage: Storage, layout: SourceLayout, files: list[ListedFile], lock: LockProvider | None
+    ) -> list[WriteStat]:
+        writer = LocalWriter(table, coordinator=self.config, lock=lock)
+        rows = pa.RecordBatchReader.from_batches(layout.table_schema, source_batches(storage, layout, files))
+        result = writer.write(rows, "bulk_insert", instant_time=FULL_BOOTSTRAP_INSTANT)
+        return result.metadata.write_stats()

@@ -163,22 +163,25 @@ def record_keys(storage: Storage, layout: SourceLayout, record_key: list[str]) -
     """Each file's record keys (Hudi's key generator over the key columns), read once for both the duplicate
     check and the skeletons; a null or empty key, or a key twice in one partition, is refused (the keys shown)."""
 
-    def read(file: ListedFile) -> pa.ChunkedArray:
-        with storage.open_input(file.path) as handle:
-            columns = pq.ParquetFile(handle).read(columns=record_key, use_threads=False)
-        try:
-            return keys.record_keys(columns, record_key)
-        except BadInputError as err:
-            raise BadInputError(f"source file {file.path}: {err}") from None
-
     with ThreadPoolExecutor(READ_THREADS) as pool:
-        found = dict(zip((f.path for f in layout.files), pool.map(read, layout.files), strict=True))
+        read = pool.map(lambda f: read_keys(storage, f, record_key), layout.files)
+        found = dict(zip((f.path for f in layout.files), read, strict=True))
     by_partition: dict[str, list[ListedFile]] = defaultdict(list)
     for f in layout.files:
         by_partition[f.partition].append(f)
     for partition, files in sorted(by_partition.items()):
         _refuse_duplicates(partition, files, found)
     return found
+
+
+def read_keys(storage: Storage, file: ListedFile, record_key: list[str]) -> pa.ChunkedArray:
+    """One file's record keys, in its row order."""
+    with storage.open_input(file.path) as handle:
+        columns = pq.ParquetFile(handle).read(columns=record_key, use_threads=False)
+    try:
+        return keys.record_keys(columns, record_key)
+    except BadInputError as err:
+        raise BadInputError(f"source file {file.path}: {err}") from None
 
 
 def _refuse_duplicates(partition: str, files: list[ListedFile], found: dict[str, pa.ChunkedArray]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from coordinator.cli.common import coordinator_config, coordinator_options, emit_json
+from coordinator.cli.common import ENGINE_HELP, ENGINES, coordinator_config, coordinator_options, emit_json
 
 MODES = ("metadata_only", "full_record")  # coordinator.bootstrap.run.MODES (kept light for start-up)
 
@@ -35,6 +35,7 @@ MODES = ("metadata_only", "full_record")  # coordinator.bootstrap.run.MODES (kep
 @click.option("--regex-mode", type=click.Choice(MODES), default="metadata_only", show_default=True)
 @click.option("--precombine", default=None, help="Column whose largest value wins among later duplicate keys.")
 @click.option("--name", default=None, help="Table name (hoodie.table.name; default: the target folder's name).")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True, help=ENGINE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
 @coordinator_options
 def bootstrap(
@@ -47,6 +48,7 @@ def bootstrap(
     regex_mode: str,
     precombine: str | None,
     name: str | None,
+    engine: str,
     as_json: bool,
     lock_uri: str | None,
     settings: tuple,
@@ -68,7 +70,15 @@ def bootstrap(
         precombine=precombine,
         name=name,
     )
-    result = run_bootstrap(request, coordinator_config(lock_uri, settings))
+    config = coordinator_config(lock_uri, settings)
+    if engine == "spark":
+        from coordinator.spark.bootstrap import SparkEngine
+        from coordinator.spark.session import local_session
+
+        with local_session() as spark:
+            result = run_bootstrap(request, config, engine=SparkEngine(spark, config))
+    else:
+        result = run_bootstrap(request, config)
     if as_json:
         emit_json(asdict(result))
         return

@@ -125,8 +125,15 @@ class SparkWriter:
         self.lock = lock
         self.local = LocalWriter(table, self.options, self.coordinator)
 
-    def write(self, df: DataFrame, operation: str, on_begin: Callable[[str], None] | None = None) -> WriteResult:
-        """Write `df` as one instant; on any failure the instant is undone in both tables.
+    def write(
+        self,
+        df: DataFrame,
+        operation: str,
+        on_begin: Callable[[str], None] | None = None,
+        instant_time: str | None = None,
+    ) -> WriteResult:
+        """Write `df` as one instant (at `instant_time` when given: a bootstrap's); on any failure the instant is
+        undone in both tables.
 
         `on_begin` hears the instant time as soon as it is inflight.
         """
@@ -135,7 +142,7 @@ class SparkWriter:
             action = DELTA_COMMIT
         df = df.drop(*[c for c in df.columns if c in META_COLUMNS])
         check_input_columns(arrow_schema(df.schema))  # bad input before begin
-        with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock) as txn:
+        with Transaction(self.table, action, operation.upper(), self.coordinator, self.lock, instant_time) as txn:
             if on_begin is not None:
                 on_begin(txn.time)
             view, existing = self.local.view_and_schema(operation, txn.begun)
@@ -151,7 +158,7 @@ class SparkWriter:
                 else:
                     stats = self._write_new(df, plan, tops_up=existing is not None)
             except Exception as err:  # noqa: BLE001 - Spark wraps what the executors raised
-                bad = _bad_input_in(err)
+                bad = bad_input_in(err)
                 if bad is None:
                     raise
                 raise bad from err
@@ -176,19 +183,19 @@ class SparkWriter:
         config = self.table.config
         task = partial(insert_task, plan, config.record_key_fields, config.partition_fields, config.hive_style)
         if plan.operation != "insert" or not tops_up or self.options.small_file_limit <= 0:
-            return _collect_stats(df.mapInArrow(task, STATS_SCHEMA))
+            return collect_stats(df.mapInArrow(task, STATS_SCHEMA))
         keyed = self._with_keys(df, plan.schema).persist()
         try:
             counts = {r[0]: r[1] for r in keyed.groupBy(PARTITION).count().collect()}
             small = self.local.insert_targets([p for p, n in counts.items() if n <= INPUT_BATCH_ROWS])
             if not small:
-                return _collect_stats(df.mapInArrow(task, STATS_SCHEMA))
+                return collect_stats(df.mapInArrow(task, STATS_SCHEMA))
             chosen = F.col(PARTITION).isin(sorted(small))
             fresh = keyed.filter(~chosen).drop(KEY, PARTITION)
             topping = keyed.filter(chosen).repartition(len(small), PARTITION)
             top = partial(top_up_task, replace(plan, bases={b.file_id: b for b in small.values()}))
-            stats = _collect_stats(fresh.mapInArrow(task, STATS_SCHEMA))
-            return stats + _collect_stats(topping.mapInArrow(top, STATS_SCHEMA))
+            stats = collect_stats(fresh.mapInArrow(task, STATS_SCHEMA))
+            return stats + collect_stats(topping.mapInArrow(top, STATS_SCHEMA))
         finally:
             keyed.unpersist()
 
@@ -213,7 +220,7 @@ class SparkWriter:
                 plan = replace(plan, logs={f.file_id: slices.target(f) for f in files}, small=small)
             tasks = max(1, min(len(files) + len(partitions), self.spark.sparkContext.defaultParallelism * 2))
             written = tagged.repartition(tasks, TARGET, PARTITION).mapInArrow(partial(write_task, plan), STATS_SCHEMA)
-            return _collect_stats(written)
+            return collect_stats(written)
         finally:
             keyed.unpersist()
 
@@ -229,7 +236,7 @@ class SparkWriter:
         fields = {f.name: f.dataType for f in df.schema.fields}
         used = [*config.record_key_fields, *config.partition_fields]
         if all(isinstance(fields.get(name), SQL_KEY_TYPES) for name in used):
-            return df.withColumn(KEY, _sql_record_key(config.record_key_fields)).withColumn(
+            return df.withColumn(KEY, sql_record_key(config.record_key_fields)).withColumn(
                 PARTITION, _sql_partition_path(config.partition_fields, config.hive_style)
             )
         keys_type = [StructField(KEY, StringType()), StructField(PARTITION, StringType())]
@@ -346,7 +353,7 @@ class SparkWriter:
         return listing.mapInArrow(read, f"{INDEX_KEY} string, {INDEX_PARTITION} string, {INDEX_FILE} string")
 
 
-def _sql_record_key(fields: list[str]) -> Column:
+def sql_record_key(fields: list[str]) -> Column:
     """`timeline.format.keys.record_keys` as a Spark expression (string and integer fields only), refusing the same
     values with the same words."""
     texts = {name: F.col(name).cast("string") for name in fields}
@@ -387,7 +394,7 @@ def _sql_partition_path(fields: list[str], hive_style: bool) -> Column:
 
 
 def _sql_refuse(message: str | Column, reason: str = "") -> Column:
-    """Fail the task with `message`: `_bad_input_in` makes it the local writer's BadInputError. The message ends
+    """Fail the task with `message`: `bad_input_in` makes it the local writer's BadInputError. The message ends
     its line, so Spark's own suffix (`SQLSTATE: ...`) falls on the next one."""
     text = F.lit(message) if isinstance(message, str) else message
     return F.raise_error(F.concat(text, F.lit(f"{reason}\n")))
@@ -546,10 +553,10 @@ def _write_all(
         updates, deleted = split_deletes(records)
         log = plan.logs[target]
         stats.append(write_log(writer, sink, log, updates, deleted, context.partitionId(), table.config.name, token))
-    return pa.RecordBatch.from_pydict({STAT: [_stat_json(s) for s in stats]}, schema=STAT_ARROW)
+    return pa.RecordBatch.from_pydict({STAT: [stat_json(s) for s in stats]}, schema=STAT_ARROW)
 
 
-def _stat_json(stat: WriteStat) -> str:
+def stat_json(stat: WriteStat) -> str:
     """A write stat as JSON for the driver; the bloom filter's bytes travel as base64."""
     fields = asdict(stat)
     if stat.bloom_filter is not None:
@@ -560,8 +567,13 @@ def _stat_json(stat: WriteStat) -> str:
     return json.dumps(fields)
 
 
-def _collect_stats(written: DataFrame) -> list[WriteStat]:
-    stats = [WriteStat(**json.loads(row[STAT])) for row in written.collect()]
+def collect_stats(written: DataFrame) -> list[WriteStat]:
+    return stats_from_json([row[STAT] for row in written.collect()])
+
+
+def stats_from_json(texts: list[str]) -> list[WriteStat]:
+    """Write stats an executor sent as `stat_json`, in order."""
+    stats = [WriteStat(**json.loads(text)) for text in texts]
     for stat in stats:
         if stat.delta is not None:  # a log's delta fields travel as a JSON object
             stat.delta = DeltaWrite(**{**stat.delta, "log_files": tuple(stat.delta["log_files"])})
@@ -570,7 +582,7 @@ def _collect_stats(written: DataFrame) -> list[WriteStat]:
     return stats
 
 
-def _bad_input_in(err: Exception) -> BadInputError | None:
+def bad_input_in(err: Exception) -> BadInputError | None:
     """Bad input found on an executor (a null key, a column that is not there), as the local writer says it."""
     for line in str(err).splitlines():
         if NULL_KEY_MARK in line:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from chaos.nemesis import abort_reason
-from chaos.scenarios import HUDI_FORMAT_SCENARIOS, MOR_SCENARIOS
+from chaos.scenarios import BOOTSTRAP_SCENARIOS, HUDI_FORMAT_SCENARIOS, MOR_SCENARIOS
 
-COMMIT_AND_ROLLBACK = ("commit.", "rollback.", "mdt.deltacommit.", "mdt.rollback.")
+COMMIT_AND_ROLLBACK = ("commit.", "rollback.", "mdt.deltacommit.", "mdt.rollback.", "bootstrap.")
 
 
 def _tandem(*args: str, timeout: float) -> subprocess.CompletedProcess:
@@ -39,7 +39,8 @@ HALVES = (
 # The same protocol on a metadata table in Hudi's format: in the suite, the first hit of every crash point of each
 # scenario and a seeded sample of its other crash states, a third run beside the halves; `make chaos` explores
 # every state of every scenario
-HUDI_FORMAT = HUDI_FORMAT_SCENARIOS + MOR_SCENARIOS  # merge-on-read tables keep their MDT in Hudi's format
+# merge-on-read and bootstrapped tables keep their MDT in Hudi's format
+HUDI_FORMAT = HUDI_FORMAT_SCENARIOS + MOR_SCENARIOS + BOOTSTRAP_SCENARIOS
 HUDI_SAMPLE = 16
 
 
@@ -98,7 +99,7 @@ def test_every_crash_state_of_every_scenario_recovers_with_no_violation(full_run
         "insert", "upsert", "delete", "insert_overwrite", "clean", "rollback", "mdt_compaction", "mdt_clean",
         "archival", "index_build", "hudi_upsert", "hudi_rollback", "hudi_mdt_clean", "hudi_index_build",
         "hudi_metadata_create", "hudi_migration", "mor_upsert", "mor_delete", "mor_rollback", "mor_compaction",
-        "mor_clean",
+        "mor_clean", "bootstrap_metadata_only", "bootstrap_full_record",
     }  # fmt: skip
     assert full_run["violations"] == 0
     for name, result in scenarios.items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,8 +21,10 @@ from hypothesis import strategies as st
 
 from coordinator.bootstrap.run import FULL_RECORD, METADATA_ONLY, BootstrapRequest, bootstrap
 from coordinator.config import CoordinatorConfig
-from coordinator.services.steps import clean
+from coordinator.protocol.locking import table_lock
+from coordinator.services.steps import clean, recover_table
 from coordinator.write.writer import LocalWriter
+from timeline.crash_points import SimulatedCrash, observe, simulate
 from timeline.errors import BadInputError
 from timeline.format.bootstrap_index import read_index
 from timeline.format.meta_fields import META_COLUMNS
@@ -217,3 +220,48 @@ def test_a_source_inside_the_target_and_a_wrong_partition_column_are_refused(tmp
     with pytest.raises(BadInputError, match="'city'"):
         bootstrap(BootstrapRequest(source, str(tmp_path / "u"), ["city"]), CONFIG)
     assert not (tmp_path / "u").exists()
+
+
+@pytest.mark.parametrize(
+    "point", ["commit.begin.inflight", "commit.write.file", "bootstrap.skeletons", "bootstrap.index", "commit.mdt"]
+)
+def test_an_interrupted_bootstrap_is_rolled_back_by_recover_and_runs_again(tmp_path, point):
+    """Crashed anywhere inside instant 01: `recover` rolls it back with its bootstrap index and skeletons; running
+    it again says to remove the target (instant 01 cannot be taken twice), and once removed it runs to the end."""
+    source = str(tmp_path / "src")
+    expected = sorted(write_source(source, {"city=a": [3, 1], "city=b": [2]}), key=lambda r: r["id"])
+    path = str(tmp_path / "t")
+    config = CoordinatorConfig(lock_uri="memory", failed_writes_policy="EAGER")
+    with pytest.raises(SimulatedCrash), simulate(point):
+        bootstrap(BootstrapRequest(source, path, ["id"]), config)
+    table = Table.open(path)
+    recover_table(table, config, table_lock(table, config))
+    assert read_index(table.storage) is None
+    assert not [f for f in table.storage_view().all_base_files()]
+    assert not table.timeline().instants or all(i.action == "rollback" for i in table.timeline().instants)
+    with pytest.raises(BadInputError, match="remove the folder"):
+        bootstrap(BootstrapRequest(source, path, ["id"]), config)
+    shutil.rmtree(path)
+    result = bootstrap(BootstrapRequest(source, path, ["id"]), config)
+    assert result.instants == ["00000000000001"]
+    assert table_rows(path) == expected
+
+
+def test_a_source_file_changed_during_the_bootstrap_aborts_it(tmp_path):
+    source = str(tmp_path / "src")
+    write_source(source, {"city=a": [3], "city=b": [2]})
+    path = str(tmp_path / "t")
+
+    def rewrite_a_source_file(point: str) -> None:
+        if point == "bootstrap.index":
+            pq.write_table(pa.table({"id": [0, 1, 2, 3]}), os.path.join(source, "city=a", "part-00000.parquet"))
+
+    observe(rewrite_a_source_file)
+    try:
+        with pytest.raises(BadInputError, match="changed during the bootstrap"):
+            bootstrap(BootstrapRequest(source, path, ["id"]), CONFIG)
+    finally:
+        observe(None)
+    table = Table.open(path)
+    assert read_index(table.storage) is None and not table.timeline().completed()
+    assert not table.storage_view().all_base_files()

@@ -382,3 +382,42 @@ def test_the_public_face_writes_a_dataframe_by_the_executors_and_reads_one_back(
     assert sorted(r["id"] for r in df.collect()) == [1, 2]
     old = tandem.read_dataframe(spark, table.uri, as_of=written.instant)
     assert old.count() == 20 and {r["v"] for r in old.collect()} == {1.0}
+
+
+def test_a_bootstrap_on_the_executors_equals_the_local_one_and_spark_reads_it(spark, tmp_path: Path) -> None:
+    """The Spark engine writes the skeletons (and copies the full-record partition) on the executors: the table
+    reads as the source, through Spark's readers (read_table, format("tandem")) and Tandem's local one, with the
+    same skeleton layout as the local engine's; a repeated key is refused by the executors' check."""
+    from coordinator.bootstrap.run import BootstrapRequest, bootstrap
+    from coordinator.config import CoordinatorConfig
+    from coordinator.spark.bootstrap import SparkEngine
+    from coordinator.spark.reader import read_table
+    from tests.coordinator.test_bootstrap import table_rows, write_source
+
+    source = str(tmp_path / "src")
+    expected = sorted(write_source(source, {"city=a": [4, 0, 3], "city=b": [5], "city=c": [2]}), key=lambda r: r["id"])
+    config = CoordinatorConfig(lock_uri="memory")
+    regex = ".*=c"  # city=c copied (full record), the others metadata-only
+    for target, engine in (("spark", SparkEngine(spark, config)), ("local", None)):
+        request = BootstrapRequest(source, str(tmp_path / target), ["id"], mode_regex=regex, regex_mode="full_record")
+        bootstrap(request, config, engine=engine)
+        assert table_rows(str(tmp_path / target)) == expected
+    spark_table = Table.open(str(tmp_path / "spark"))
+    layout = {
+        (f.partition, f.instant, f.source.path if f.source else None) for f in spark_table.view().latest_base_files()
+    }
+    local_table = Table.open(str(tmp_path / "local"))
+    assert layout == {
+        (f.partition, f.instant, f.source.path if f.source else None) for f in local_table.view().latest_base_files()
+    }
+    for df in (read_table(spark, spark_table.uri), spark.read.format("tandem").load(spark_table.uri)):
+        assert sorted((r.asDict() for r in df.drop(*[c for c in df.columns if c.startswith("_hoodie")]).collect()),
+                      key=lambda r: r["id"]) == expected  # fmt: skip
+    pruned = read_table(spark, spark_table.uri, where="city = 'a' AND v > 0.5").select("id").collect()
+    assert sorted(r["id"] for r in pruned) == [r["id"] for r in expected if r["city"] == "a" and (r["v"] or 0) > 0.5]
+    pq.write_table(pq.read_table(f"{source}/city=a/part-00000.parquet"), f"{source}/city=a/part-00009.parquet")
+    from timeline.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="more than once"):
+        bootstrap(BootstrapRequest(source, str(tmp_path / "again"), ["id"]), config, engine=SparkEngine(spark, config))
+    assert not (tmp_path / "again").exists()

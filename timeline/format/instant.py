@@ -107,6 +107,8 @@ def is_instant_time(text: str) -> bool:
     return bool(_TIME_RE.fullmatch(text))
 
 
+# Hudi's NOT_PARSABLE_TIMESTAMPS: the init instant and the two bootstrap instants (RFC-12), times all the same
+NOT_PARSABLE_TIMES = frozenset({"00000000000000", "00000000000001", "00000000000002"})
 _QUERY_FORMATS = {  # Hudi's `as.of.instant` and incremental bounds (HoodieSqlCommonUtils.formatQueryInstant)
     10: "%Y-%m-%d",
     19: "%Y-%m-%d %H:%M:%S",
@@ -122,6 +124,8 @@ def query_instant(text: str, where: str) -> str:
     """
     shape = _QUERY_FORMATS.get(len(text))
     try:
+        if text in NOT_PARSABLE_TIMES:
+            return text
         if is_instant_time(text):
             parse_instant_time(text)  # a real date and time, not just digits
             return text
