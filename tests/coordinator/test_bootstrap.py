@@ -265,3 +265,24 @@ def test_a_source_file_changed_during_the_bootstrap_aborts_it(tmp_path):
     table = Table.open(path)
     assert read_index(table.storage) is None and not table.timeline().completed()
     assert not table.storage_view().all_base_files()
+
+
+def test_a_source_and_a_table_on_s3(s3_base, tmp_path):
+    """Both on the S3 endpoint: the source listed with its modification times, skeletons joined on read; a
+    source folder beside the table (not inside it)."""
+    import boto3
+
+    local = str(tmp_path / "src")
+    expected = sorted(write_source(local, {"city=a": [3, 2], "city=b": [4]}), key=lambda r: r["id"])
+    bucket = s3_base.split("/")[2]
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL_S3"])
+    for folder, _, names in os.walk(local):
+        for name in names:
+            relative = os.path.relpath(os.path.join(folder, name), local)
+            client.upload_file(os.path.join(folder, name), bucket, f"source/{relative}")
+    source = f"s3://{bucket}/source"
+    bootstrap(BootstrapRequest(source, s3_base, ["id"], mode_regex="city=b", regex_mode=FULL_RECORD), CONFIG)
+    assert table_rows(s3_base) == expected
+    assert table_rows(s3_base, "city = 'a' AND v > 0.3") == [
+        r for r in expected if r["city"] == "a" and (r["v"] or 0) > 0.3
+    ]

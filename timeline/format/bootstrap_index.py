@@ -159,10 +159,18 @@ def write_index(
     return paths
 
 
-def read_index(storage: Storage) -> BootstrapIndex | None:
-    """The index, or None when neither file exists. Anything else is checked whole, since a reader would
-    otherwise join a skeleton to the wrong data: one file without the other, damage anywhere (block checksums,
-    and each file must be exactly what Java's writer makes of its cells), files that disagree."""
+def read_index(storage: Storage, whole: bool = True) -> BootstrapIndex | None:
+    """The index, or None when neither file exists. Anything else is checked, since a reader would otherwise
+    join a skeleton to the wrong data: one file without the other, damage (block checksums, and each file must
+    be exactly what Java's writer makes of its cells), files that disagree. Readers take `whole=False`, as
+    Java's do: the `.partitions` file, the `.fileids` file only required to exist (it is ten times larger)."""
+    if not whole:
+        try:
+            data = storage.read_bytes(PARTITIONS_FILE)
+        except FileNotFoundError:
+            data = None
+        if data is not None and storage.exists(FILE_IDS_FILE):
+            return BootstrapIndex(*_read_partitions(data, storage.uri(PARTITIONS_FILE))[::-1])
     raw = {}
     for path in (PARTITIONS_FILE, FILE_IDS_FILE):
         try:

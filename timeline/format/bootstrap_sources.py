@@ -12,7 +12,10 @@ from timeline.format.file_names import BaseFile
 from timeline.format.keys import DEFAULT_PARTITION
 from timeline.format.source_file import BOOTSTRAP_BASE_PATH, METADATA_BOOTSTRAP_INSTANT, SourceFile
 from timeline.format.table_config import TableConfig
+from timeline.io.lru import LruCache
 from timeline.io.storage import Storage
+
+_INDEXES: LruCache[tuple[str, int, float | None], bootstrap_index.BootstrapIndex] = LruCache(16)
 
 
 class BootstrapSources:
@@ -51,7 +54,7 @@ class BootstrapSources:
 
     def _lookup(self, partition: str, file_id: str, fresh: bool) -> bootstrap_index.SourceMapping | None:
         if self._index is None or fresh:
-            self._index = bootstrap_index.read_index(self.storage)
+            self._index = _read_index(self.storage)
             if self._index is None:
                 raise CorruptInstantError(f"{self.storage.base_uri}: a bootstrapped table without its bootstrap index")
         return self._index.source(partition, file_id)
@@ -74,3 +77,19 @@ class BootstrapSources:
             shown = value if self.config.hive_style else part
             values.append((name, None if shown == DEFAULT_PARTITION else shown))
         return tuple(values)
+
+
+def _read_index(storage: Storage) -> bootstrap_index.BootstrapIndex | None:
+    """The index as readers read it, kept per process while its `.partitions` file stays the same (a table of
+    10,000 bootstrapped files takes 0.2 s to read it)."""
+    try:
+        path = bootstrap_index.PARTITIONS_FILE
+        key = (storage.full(path), storage.size(path), storage.mtime(path))
+    except FileNotFoundError:
+        return bootstrap_index.read_index(storage, whole=False)
+    found = _INDEXES.get(key)
+    if found is None:
+        found = bootstrap_index.read_index(storage, whole=False)
+        if found is not None:
+            _INDEXES.put(key, found)
+    return found
