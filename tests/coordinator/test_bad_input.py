@@ -56,7 +56,10 @@ def rewrite_properties(base: Path, **changes: str) -> None:
         ({"hoodie.timeline.layout.version": "2"}, "layout version '2'"),
         ({"hoodie.table.checksum": "12345"}, "does not match"),
         ({"hoodie.table.keygenerator.class": "com.example.MyKeyGen"}, "key generator"),
-        ({"hoodie.bootstrap.base.path": "/data/source"}, "bootstrap tables are not supported"),
+        (
+            {"hoodie.table.type": "MERGE_ON_READ", "hoodie.bootstrap.base.path": "/data/source"},
+            "bootstrapped merge-on-read tables are not supported",
+        ),
         ({"hoodie.table.cdc.enabled": "true"}, "CDC tables are not supported"),
         ({"hoodie.datasource.write.drop.partition.columns": "true"}, "drop the partition columns"),
     ],

@@ -1,7 +1,7 @@
 """Java Hudi's table services on a shared table, default settings but for retention: its clean, archival,
 clustering and insert_overwrite on a Tandem table; a Spark job SIGKILLed mid-write and Hudi's own rollback of it;
 a 1.x writer upgrading a table past version 6 (Hudi 1.2 writes version 9); and Java tables with features Tandem
-lacks (bootstrap, CDC).
+lacks (merge-on-read bootstrap, CDC).
 
 After each, Tandem goes on (continuing the metadata table Java built, in Hudi's format) or refuses
 in one line and changes nothing; every reader (Tandem, Java with its metadata table on and off) sees the model.
@@ -200,13 +200,14 @@ def test_a_hudi_1x_writer_upgrades_the_table_past_6_and_tandem_refuses_it(java_h
 def test_java_tables_with_features_tandem_lacks_are_refused(java_hudi, tmp_path, feature):
     path = str(tmp_path / feature)
     options = {**TRIPS, "hoodie.table.name": feature}
-    if feature == "bootstrap":  # a plain parquet folder taken in as a Hudi table (RFC-12), metadata-only
+    if feature == "bootstrap":  # a parquet folder taken in as a merge-on-read table (RFC-12; copy-on-write is read)
         source = tmp_path / "source" / "city=a"
         source.mkdir(parents=True)
         pq.write_table(rows((1, "x", "a", 1.0, 1)), source / "part-0.parquet")
         options["hoodie.bootstrap.base.path"] = str(tmp_path / "source")
+        options["hoodie.datasource.write.table.type"] = "MERGE_ON_READ"
         java_hudi.write(path, rows((1, "x", "a", 1.0, 1)), "bootstrap", options)
-        message = "bootstrap tables are not supported"
+        message = "bootstrapped merge-on-read tables are not supported"
     elif feature == "custom-keygen":  # Hudi's CustomKeyGenerator (field:TYPE partition fields); Tandem has none
         options["hoodie.datasource.write.keygenerator.class"] = "org.apache.hudi.keygen.CustomKeyGenerator"
         options["hoodie.datasource.write.partitionpath.field"] = "city:SIMPLE"
