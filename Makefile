@@ -61,3 +61,4 @@ bench: $(STAMP)
 	$(PY) -m bench.commit
 	$(PY) -m bench.commit_format
 	$(PY) -m bench.spark_write
+	$(PY) -m bench.bootstrap

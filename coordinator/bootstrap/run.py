@@ -64,6 +64,10 @@ SKELETONS = register("bootstrap.skeletons", "every skeleton written, bootstrap i
 INDEXED = register("bootstrap.index", "bootstrap index written, instant 00000000000001 not committed yet")
 METADATA_DONE = register("bootstrap.metadata_only", "instant 00000000000001 completed, full-record not yet")
 LOG = logging.getLogger(__name__)
+# hudi-rs (0.5) reads a skeleton without its source: every data column null, silently. It validates this key
+# of its own (no Java Hudi version defines it) and refuses the table for a value it does not know; Java ignores
+# it. Written only when the table has skeletons; `tests/coordinator/test_bootstrap.py` checks hudi-rs refuses.
+HUDI_RS_GUARD = {"hoodie.table.record.merge.strategy": "BOOTSTRAPPED_SKELETONS_NEED_THEIR_SOURCE_FILES"}
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,7 @@ def bootstrap(
     modes = select_modes(layout.partitions(), request)
     engine.check_keys(storage, layout, request.record_key)
     crash_point(CHECKED)
-    table = _target_table(request, layout, config)
+    table = _target_table(request, layout, config, skeletons=METADATA_ONLY in modes.values())
     crash_point(CREATED)
     done = {i.time for i in table.timeline().completed()}
     instants, written = [], 0
@@ -158,11 +162,13 @@ def bootstrap(
     return BootstrapResult(table.uri, instants, len(skeletal), len(copied), rows, written)
 
 
-def _target_table(request: BootstrapRequest, layout: SourceLayout, config: CoordinatorConfig) -> Table:
-    """The new table, or the one an interrupted bootstrap of this source left (nothing but its instants)."""
+def _target_table(request: BootstrapRequest, layout: SourceLayout, config: CoordinatorConfig, skeletons: bool) -> Table:
+    """The new table, or the one an interrupted bootstrap of this source left (nothing but its instants). With
+    `skeletons` it also carries the guard that makes hudi-rs refuse to read it (`HUDI_RS_GUARD`)."""
     target = source_layout.absolute_uri(request.target)
     storage = Storage(target)
     if not storage.exists(f"{HOODIE_DIR}/hoodie.properties"):
+        bootstrap_keys = {BOOTSTRAP_BASE_PATH: layout.base_uri, BOOTSTRAP_INDEX_CLASS: INDEX_CLASS}
         return Table.create(
             target,
             request.name or target.rstrip("/").rpartition("/")[2] or "bootstrapped",
@@ -172,7 +178,7 @@ def _target_table(request: BootstrapRequest, layout: SourceLayout, config: Coord
             precombine_field=request.precombine,
             with_metadata=config.metadata_enabled,
             table_type=COPY_ON_WRITE,
-            extra={BOOTSTRAP_BASE_PATH: layout.base_uri, BOOTSTRAP_INDEX_CLASS: INDEX_CLASS},
+            extra={**bootstrap_keys, **(HUDI_RS_GUARD if skeletons else {})},
         )
     table = Table(storage, read_config(storage))
     recorded = table.config.raw.get(BOOTSTRAP_BASE_PATH)

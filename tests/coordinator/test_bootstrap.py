@@ -305,3 +305,18 @@ def test_a_source_and_a_table_on_s3(s3_base, tmp_path):
     assert table_rows(s3_base, "city = 'a' AND v > 0.3") == [
         r for r in expected if r["city"] == "a" and (r["v"] or 0) > 0.3
     ]
+
+
+def test_hudi_rs_refuses_a_table_with_skeletons_and_reads_a_copied_one(tmp_path):
+    """hudi-rs 0.5 reads a skeleton without its source (null data columns, silently): a table with skeletons
+    carries the key it refuses; a full-record table needs no guard and hudi-rs reads it right."""
+    hudi = pytest.importorskip("hudi")
+    source = str(tmp_path / "src")
+    expected = sorted(write_source(source, {"city=a": [3], "city=b": [2]}), key=lambda r: r["id"])
+    bootstrap(BootstrapRequest(source, str(tmp_path / "skeletons"), ["id"]), CONFIG)
+    with pytest.raises(Exception, match="bootstrapped_skeletons_need_their_source_files"):
+        hudi.HudiTable(str(tmp_path / "skeletons")).read()
+    bootstrap(BootstrapRequest(source, str(tmp_path / "copied"), ["id"], mode=FULL_RECORD), CONFIG)
+    rows = pa.Table.from_batches(hudi.HudiTable(str(tmp_path / "copied")).read())
+    rows = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names])
+    assert sorted(rows.to_pylist(), key=lambda r: r["id"]) == expected
