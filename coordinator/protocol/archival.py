@@ -32,7 +32,7 @@ from timeline.errors import CorruptInstantError
 from timeline.format import outcome, partition_path
 from timeline.format.active_timeline import ARCHIVED_FOLDER, BUNDLE_PREFIX, ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata
-from timeline.format.instant import COMPACTION, DELTA_COMMIT, ROLLBACK, WRITE_ACTIONS, Instant, State
+from timeline.format.instant import COMPACTION, DELTA_COMMIT, ROLLBACK, SAVEPOINT, WRITE_ACTIONS, Instant, State
 from timeline.mdt import layout
 from timeline.table import TEMP_DIR, Table
 
@@ -105,8 +105,10 @@ def _watched_by_pending(timeline: ActiveTimeline) -> list[str]:
 
 
 def _data_boundary(table: Table, timeline: ActiveTimeline) -> str:
-    """Archive only instants strictly older than this time."""
+    """Archive only instants strictly older than this time: nothing at or after the first savepoint either
+    (Hudi's default `hoodie.archive.beyond.savepoint=false`; savepoints themselves are never archived)."""
     limits = [i.time for i in timeline.pending()[:1]] + _watched_by_pending(timeline)
+    limits += [i.time for i in timeline.completed() if i.action == SAVEPOINT][:1]
     mdt = table.metadata()
     if mdt.exists():
         mdt_timeline = mdt.timeline()

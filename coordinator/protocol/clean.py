@@ -29,6 +29,7 @@ from timeline.format.data_logs import DataLog
 from timeline.format.file_names import BaseFile, group_by_partition
 from timeline.format.fs_view import FileSystemView
 from timeline.format.instant import CLEAN, Instant, State
+from timeline.format.savepoint_metadata import savepointed_names
 from timeline.table import Table
 
 PLANNED = register("clean.planned", "K.clean.requested written")
@@ -41,7 +42,8 @@ POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS)
 
 
 def plan_files(view: FileSystemView, timeline: ActiveTimeline, policy: str, retained: int) -> tuple[list[str], str]:
-    """Paths to delete, and the earliest instant retained."""
+    """Paths to delete, and the earliest instant retained; a slice any savepoint names (its base file or a log)
+    is never among them, as in Hudi's CleanPlanner (it may still count among the versions retained)."""
     if policy not in POLICIES:
         raise BadInputError(f"unknown clean policy {policy!r} (one of {', '.join(POLICIES)})")
     if retained < 1:
@@ -55,23 +57,28 @@ def plan_files(view: FileSystemView, timeline: ActiveTimeline, policy: str, reta
     logs: dict[tuple[str, str], list[DataLog]] = defaultdict(list)
     for log in view.logs:
         logs[(log.partition, log.file_id)].append(log)
+    saved = savepointed_names(timeline)
     doomed: list[str] = []
     for key, files in groups.items():
         files.sort(key=lambda f: f.instant, reverse=True)
         if key in replaced:
             replacer = replaced[key]
-            if policy == KEEP_LATEST_FILE_VERSIONS or (earliest and replacer < earliest):
-                doomed += [f.path for f in files] + [log.path for log in logs[key]]
-            continue
-        if policy == KEEP_LATEST_FILE_VERSIONS:
+            gone = files if policy == KEEP_LATEST_FILE_VERSIONS or (earliest and replacer < earliest) else []
+        elif policy == KEEP_LATEST_FILE_VERSIONS:
             gone = files[retained:]
         elif earliest:
             gone = [f for f in files if f.instant < earliest][1:]
         else:
             gone = []
-        slices = {f.instant for f in gone}  # a merge-on-read slice goes with its base file: its logs too
-        doomed += [f.path for f in gone] + [log.path for log in logs[key] if log.base_instant in slices]
+        slices = {f.instant for f in gone if not _saved(f, logs[key], saved)}  # a slice goes with its logs
+        doomed += [f.path for f in gone if f.instant in slices]
+        doomed += [log.path for log in logs[key] if log.base_instant in slices]
     return sorted(doomed), earliest
+
+
+def _saved(base: BaseFile, logs: list[DataLog], saved: frozenset[str]) -> bool:
+    """Whether a savepoint names the slice of `base` (its base file or one of its logs)."""
+    return base.name in saved or any(log.name in saved for log in logs if log.base_instant == base.instant)
 
 
 def schedule(table: Table, policy: str, retained: int) -> Instant | None:

@@ -29,6 +29,7 @@ from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.data_logs import DataLog, parse_data_log
 from timeline.format.file_names import BaseFile, parse_base_file, split_path
 from timeline.format.fs_view import FileSystemView
+from timeline.format.savepoint_metadata import savepointed_names
 from timeline.hudi_log import read_blocks
 from timeline.io.storage import Storage
 
@@ -111,8 +112,10 @@ def cleanable(
         newest.setdefault((f.partition, f.file_id), []).append(f.instant)
     replaced = timeline.replaced_by()
     horizon = earliest_retained or "~"  # "~" sorts after every instant time
+    kept = _savepointed_slices(view, timeline)
     allowed: list[str] = []
     refused: list[str] = []
+    saved: list[str] = []
     for path in sorted(set(paths)):
         f = _base_file(path)
         log = _data_log(path) if f is None else None
@@ -122,10 +125,24 @@ def cleanable(
             ok, group, instant = True, (log.partition, log.file_id), log.base_instant
         else:
             ok = False
+        if ok and (*group, instant) in kept:
+            saved.append(path)
+            continue
         if ok:
             by_replace = group in replaced and replaced[group] < horizon
             by_version = any(instant < t < horizon for t in newest.get(group, ()))
             ok = by_replace or by_version
         (allowed if ok else refused).append(path)
     refuse(refused, "the clean plan names files no newer completed version supersedes")
+    refuse(saved, "a savepoint keeps them")
     return allowed
+
+
+def _savepointed_slices(view: FileSystemView, timeline: ActiveTimeline) -> set[tuple[str, str, str]]:
+    """(partition, file id, base instant) of every slice a completed savepoint names a file of, read when the
+    clean deletes: a savepoint made after the clean's plan is honoured too."""
+    names = savepointed_names(timeline)
+    if not names:
+        return set()
+    slices = {(f.partition, f.file_id, f.instant) for f in view.all_base_files_including_replaced() if f.name in names}
+    return slices | {(log.partition, log.file_id, log.base_instant) for log in view.logs if log.name in names}

@@ -26,7 +26,7 @@ from coordinator.mdt.compaction import plan_orphan_seal
 from coordinator.mdt.index_build import catch_up
 from coordinator.mdt.maintenance import Housekeeping, housekeeping
 from coordinator.protocol import clean as clean_service
-from coordinator.protocol import markers, provenance
+from coordinator.protocol import markers, provenance, savepoint
 from coordinator.protocol import rollback as rollback_service
 from coordinator.protocol.heartbeat import is_expired, writer_is_gone
 from timeline.format import outcome
@@ -48,6 +48,7 @@ class RecoveryReport:
     metadata: Housekeeping | None = None
     indexed: str | None = None  # the indexing instant that indexed live files an index was missing
     compactions: list[str] = field(default_factory=list)  # a merge-on-read table's pending compactions finished
+    dropped_savepoints: list[str] = field(default_factory=list)  # savepoints whose creator died before completing
 
 
 def is_orphan(table: Table, instant: Instant, config: CoordinatorConfig) -> bool:
@@ -122,7 +123,9 @@ def roll_back_orphans(
         if instant.action == CLEAN and is_orphan(table, instant, config):
             clean_service.resume(table, instant)
             report.resumed_cleans.append(instant.time)
+    report.dropped_savepoints = savepoint.drop_unfinished(table, timeline)
     changed = report.resumed_rollbacks or report.rolled_back or report.rolled_forward or report.resumed_cleans
+    changed = changed or report.dropped_savepoints
     report.timeline = table.timeline() if changed else timeline
     remove_stray_markers(table, report)
     return report
