@@ -38,13 +38,15 @@ from timeline.crash_points import crash_point, register
 from timeline.errors import BadInputError
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_schema import arrow_to_avro
-from timeline.format.bootstrap_index import INDEX_CLASS, SourceMapping, write_index
+from timeline.format.bootstrap_index import INDEX_CLASS, SourceMapping, read_index, write_index
 from timeline.format.commit_metadata import CommitMetadata, WriteStat
 from timeline.format.instant import COMMIT, ROLLBACK, Instant
 from timeline.format.keys import DEFAULT_PARTITION
 from timeline.format.source_file import (
     BOOTSTRAP_BASE_PATH,
     BOOTSTRAP_INDEX_CLASS,
+    BOOTSTRAP_INSTANTS,
+    COPIES_FOLLOW,
     FULL_BOOTSTRAP_INSTANT,
     METADATA_BOOTSTRAP_INSTANT,
 )
@@ -55,7 +57,6 @@ from timeline.table import Table
 METADATA_ONLY = "metadata_only"
 FULL_RECORD = "full_record"
 MODES = (METADATA_ONLY, FULL_RECORD)
-BOOTSTRAP_INSTANTS = (METADATA_BOOTSTRAP_INSTANT, FULL_BOOTSTRAP_INSTANT)
 PROGRESS_EVERY = 1000  # skeletons between progress lines
 
 CHECKED = register("bootstrap.checked", "source listed and checked, target not touched yet")
@@ -150,16 +151,36 @@ def bootstrap(
     done = {i.time for i in table.timeline().completed()}
     instants, written = [], 0
     skeletal = [f for f in layout.files if modes[f.partition] == METADATA_ONLY]
+    copied = [f for f in layout.files if modes[f.partition] == FULL_RECORD]
+    _check_resumed(table, storage, done, skeletal, copied)
     if skeletal and METADATA_BOOTSTRAP_INSTANT not in done:
-        written += _metadata_only(table, storage, layout, skeletal, engine, config, lock)
+        written += _metadata_only(table, storage, layout, skeletal, engine, config, lock, copies_follow=bool(copied))
         instants.append(METADATA_BOOTSTRAP_INSTANT)
     crash_point(METADATA_DONE)
-    copied = [f for f in layout.files if modes[f.partition] == FULL_RECORD]
     if copied and FULL_BOOTSTRAP_INSTANT not in done:
         written += sum(s.file_size_in_bytes for s in engine.copy(table, storage, layout, copied, lock))
         instants.append(FULL_BOOTSTRAP_INSTANT)
     rows = sum(f.rows for f in layout.files)
     return BootstrapResult(table.uri, instants, len(skeletal), len(copied), rows, written)
+
+
+def _check_resumed(
+    table: Table, storage: Storage, done: set[str], skeletal: list[ListedFile], copied: list[ListedFile]
+) -> None:
+    """A bootstrap run again to finish one must ask for what the finished instants took: the same files
+    metadata-only (the index's), the same partitions full-record (instant 02's)."""
+    finishing = f"{table.uri} was bootstrapped from other files or in other modes than asked now"
+    if METADATA_BOOTSTRAP_INSTANT in done:
+        index = read_index(table.storage, whole=False)
+        taken = {storage.relative(m.uri) for m in index.mappings.values()} if index is not None else set()
+        if taken != {f.path for f in skeletal}:
+            raise BadInputError(f"{finishing} (metadata-only: {len(taken)} file(s) taken, {len(skeletal)} asked)")
+    elif skeletal and FULL_BOOTSTRAP_INSTANT in done:
+        raise BadInputError(f"{finishing} (metadata-only partitions asked after the full-record ones)")
+    if FULL_BOOTSTRAP_INSTANT in done:
+        metadata = table.timeline().commit_metadata(table.timeline().find(FULL_BOOTSTRAP_INSTANT))
+        if set(metadata.partition_to_write_stats) != {f.partition for f in copied}:
+            raise BadInputError(f"{finishing} (full-record: other partitions)")
 
 
 def _target_table(request: BootstrapRequest, layout: SourceLayout, config: CoordinatorConfig, skeletons: bool) -> Table:
@@ -169,7 +190,7 @@ def _target_table(request: BootstrapRequest, layout: SourceLayout, config: Coord
     storage = Storage(target)
     if not storage.exists(f"{HOODIE_DIR}/hoodie.properties"):
         bootstrap_keys = {BOOTSTRAP_BASE_PATH: layout.base_uri, BOOTSTRAP_INDEX_CLASS: INDEX_CLASS}
-        return Table.create(
+        return _created(
             target,
             request.name or target.rstrip("/").rpartition("/")[2] or "bootstrapped",
             request.record_key,
@@ -188,6 +209,11 @@ def _target_table(request: BootstrapRequest, layout: SourceLayout, config: Coord
         and table.config.partition_fields == layout.partition_columns
     )
     timeline = table.timeline()
+    if any(i.time in BOOTSTRAP_INSTANTS for i in timeline.pending()):
+        raise BadInputError(
+            f"the bootstrap of {target} was interrupted: run `tandem recover` once its writer is gone, then remove "
+            "the folder and run the bootstrap again"
+        )
     others = [i for i in timeline.instants if i.time not in BOOTSTRAP_INSTANTS]
     if same and others and all(_undid_a_bootstrap(timeline, i) for i in others):
         raise BadInputError(
@@ -203,6 +229,14 @@ def _target_table(request: BootstrapRequest, layout: SourceLayout, config: Coord
     return table
 
 
+def _created(target: str, *args, **kwargs) -> Table:
+    """`Table.create`, a target that cannot be a folder (below a file, say) refused as bad input."""
+    try:
+        return Table.create(target, *args, **kwargs)
+    except (NotADirectoryError, FileExistsError) as err:
+        raise BadInputError(f"cannot create the table at {target}: {err}") from None
+
+
 def _undid_a_bootstrap(timeline: ActiveTimeline, instant: Instant) -> bool:
     return instant.action == ROLLBACK and timeline.rollback_target(instant).get("commitTime") in BOOTSTRAP_INSTANTS
 
@@ -215,11 +249,15 @@ def _metadata_only(
     engine: Engine,
     config: CoordinatorConfig,
     lock: LockProvider | None,
+    copies_follow: bool,
 ) -> int:
-    """Instant 01: a skeleton per source file, the bootstrap index, then the commit (checked: no source changed)."""
+    """Instant 01: a skeleton per source file, the bootstrap index, then the commit (checked: no source changed);
+    `copies_follow` says in it that instant 02 comes next, so that no other writer begins in between."""
     with Transaction(table, COMMIT, "BOOTSTRAP", config, lock, METADATA_BOOTSTRAP_INSTANT) as txn:
         schema = arrow_to_avro(layout.table_schema, table.config.name)
         metadata = CommitMetadata(operation_type="BOOTSTRAP", schema=schema)
+        if copies_follow:
+            metadata.extra_metadata[COPIES_FOLLOW] = "true"
         made = engine.skeletons(table, txn, storage, files)
         crash_point(SKELETONS)
         for stat, _ in sorted(made, key=lambda m: m[0].path):

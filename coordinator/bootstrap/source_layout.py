@@ -19,13 +19,16 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from coordinator.write.column_names import check_input_columns
 from timeline.errors import BadInputError
 from timeline.format import keys, partition_path
+from timeline.format.avro_schema import arrow_to_avro
 from timeline.format.file_names import PARQUET
 from timeline.format.meta_fields import META_COLUMNS
 from timeline.io.storage import Storage
 
 READ_THREADS = 8
+URI_CHARACTERS = ("?", "#")  # a URI parser ends the path there: the index's URIs could not name such a file
 SHOWN = 5  # offending files or keys named in one error
 
 
@@ -69,12 +72,19 @@ def list_source(source_uri: str, target_uri: str) -> tuple[Storage, list[ListedF
     target, an absent or empty one, and files that are not parquet."""
     storage = Storage(absolute_uri(source_uri))
     target = Storage(absolute_uri(target_uri))
-    if storage.fs.type_name == target.fs.type_name and _overlap(storage.root, target.root):
+    roots = (
+        (storage.root, target.root)
+        if storage.is_s3
+        else (os.path.realpath(storage.root), os.path.realpath(target.root))
+    )
+    if storage.fs.type_name == target.fs.type_name and _overlap(*roots):
         raise BadInputError(f"the source {source_uri} and the target {target_uri} overlap: neither may hold the other")
     try:
         listed = storage.fs.get_file_info(pafs.FileSelector(storage.root, recursive=True))
     except FileNotFoundError:
         raise BadInputError(f"bootstrap source {source_uri} does not exist") from None
+    except (NotADirectoryError, OSError) as err:
+        raise BadInputError(f"bootstrap source {source_uri} is not a folder of parquet files ({err})") from None
     files, foreign = [], []
     for info in listed:
         relative = info.path[len(storage.root) + 1 :]
@@ -83,6 +93,8 @@ def list_source(source_uri: str, target_uri: str) -> tuple[Storage, list[ListedF
         if not relative.endswith(PARQUET):
             foreign.append(relative)
             continue
+        if any(c in relative for c in URI_CHARACTERS):
+            raise BadInputError(f"source file {relative!r}: '?' and '#' cannot be part of a path a URI names")
         folder = relative.rpartition("/")[0]
         files.append(ListedFile(folder, relative, info.size, info.mtime_ns or 0))
     if foreign:
@@ -105,9 +117,11 @@ def partition_columns(files: list[ListedFile], asked: list[str] | None) -> list[
         raise BadInputError(f"the source's files sit in inconsistent partition folders: {shown}")
     for f in files:
         problem = partition_path.problem(f.partition) if f.partition else None
-        bad = [p for p in f.partition.split("/") if f.partition and ("=" not in p or not p.partition("=")[0])]
+        bad = [p for p in f.partition.split("/") if f.partition and not all(p.partition("=")[::2])]
         if problem is not None or bad or "%" in f.partition:
-            reason = problem or ("an escaped value" if "%" in f.partition else f"{bad[0]!r} is not <column>=<value>")
+            reason = problem or (
+                "an escaped value" if "%" in f.partition else f"{bad[0]!r} is not <column>=<value>, both non-empty"
+            )
             raise BadInputError(f"source folder {f.partition!r} is not a partition folder Tandem can take: {reason}")
     found = list(layouts.pop())
     if len(set(found)) != len(found):
@@ -148,7 +162,13 @@ def check_layout(
     counted = [
         ListedFile(f.partition, f.path, f.size, f.mtime_ns, m.num_rows) for f, m in zip(files, footers, strict=True)
     ]
-    return SourceLayout(storage.base_uri, counted, columns, first)
+    layout = SourceLayout(storage.base_uri, counted, columns, first)
+    check_input_columns(layout.table_schema)  # names every writer and reader can hold, before any write
+    try:
+        arrow_to_avro(layout.table_schema, "bootstrap")
+    except (BadInputError, ValueError, TypeError) as err:
+        raise BadInputError(f"the source's schema cannot be a table's: {err}") from None
+    return layout
 
 
 def _footer(storage: Storage, file: ListedFile) -> pq.FileMetaData:
@@ -176,12 +196,14 @@ def record_keys(storage: Storage, layout: SourceLayout, record_key: list[str]) -
 
 def read_keys(storage: Storage, file: ListedFile, record_key: list[str]) -> pa.ChunkedArray:
     """One file's record keys, in its row order."""
-    with storage.open_input(file.path) as handle:
-        columns = pq.ParquetFile(handle).read(columns=record_key, use_threads=False)
     try:
+        with storage.open_input(file.path) as handle:
+            columns = pq.ParquetFile(handle).read(columns=record_key, use_threads=False)
         return keys.record_keys(columns, record_key)
     except BadInputError as err:
         raise BadInputError(f"source file {file.path}: {err}") from None
+    except (OSError, pa.ArrowException) as err:
+        raise BadInputError(f"source file {file.path}: its key columns cannot be read ({str(err).strip()})") from None
 
 
 def _refuse_duplicates(partition: str, files: list[ListedFile], found: dict[str, pa.ChunkedArray]) -> None:

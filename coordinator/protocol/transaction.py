@@ -34,6 +34,12 @@ from timeline.format import outcome
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata
 from timeline.format.instant import COMMIT, WRITE_ACTIONS, Instant, State
+from timeline.format.source_file import (
+    BOOTSTRAP_INSTANTS,
+    COPIES_FOLLOW,
+    FULL_BOOTSTRAP_INSTANT,
+    METADATA_BOOTSTRAP_INSTANT,
+)
 from timeline.format.table_config import read_config
 from timeline.io.read_once import reuse_reads
 from timeline.mdt import indexes as mdt_indexes
@@ -134,6 +140,8 @@ class Transaction:
         with held(self.lock) as token:
             with reuse_reads():  # each timeline and listing read once until something is written
                 timeline = roll_back_orphans(self.table, self.config).timeline
+                if self.instant_time not in BOOTSTRAP_INSTANTS:
+                    _refuse_during_bootstrap(timeline)
                 self._build_metadata_table_if_missing(timeline)
                 self.table.config = self.table.check_writable(timeline)
                 self._apply_index_settings(timeline)
@@ -472,3 +480,22 @@ class Transaction:
                 self.heartbeat.stop(delete=False)
                 self.heartbeat = None
             self.close()
+
+
+def _refuse_during_bootstrap(timeline: ActiveTimeline) -> None:
+    """No write begins while a bootstrap is unfinished (RFC-12's instants are fixed times below every other, so
+    one landing after a write would order before it): an instant 01 or 02 pending, or 01 completed with the
+    full-record instant 02 still to come."""
+    pending = [i.time for i in timeline.pending() if i.time in BOOTSTRAP_INSTANTS]
+    first = timeline.find(METADATA_BOOTSTRAP_INSTANT)
+    copies_follow = (
+        first is not None
+        and first.is_completed
+        and FULL_BOOTSTRAP_INSTANT not in timeline.completed_times()
+        and timeline.commit_metadata(first).extra_metadata.get(COPIES_FOLLOW) == "true"
+    )
+    if pending or copies_follow:
+        raise ConflictError(
+            "the table's bootstrap is not finished: no write begins until it is (run the bootstrap again to finish "
+            "it, or `tandem recover` once its writer is gone)"
+        )

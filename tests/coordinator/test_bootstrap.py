@@ -8,6 +8,7 @@ services, while every source file keeps its bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import random
@@ -26,7 +27,7 @@ from coordinator.protocol.locking import table_lock
 from coordinator.services.steps import clean, recover_table
 from coordinator.write.writer import LocalWriter
 from timeline.crash_points import SimulatedCrash, observe, simulate
-from timeline.errors import BadInputError
+from timeline.errors import BadInputError, ConflictError, UnreadableDataFileError
 from timeline.format.bootstrap_index import read_index
 from timeline.format.meta_fields import META_COLUMNS
 from timeline.query.reader import read_plan, read_view
@@ -193,6 +194,7 @@ BAD_SOURCES = {
     "mixed schemas": lambda root: pq.write_table(
         pa.table({"id": [9], "name": [1]}), os.path.join(root, "city=a", "part-9.parquet")
     ),
+    "a file, not a folder": lambda root: [shutil.rmtree(root), open(root, "w").close()],
     "not parquet": lambda root: open(os.path.join(root, "city=a", "notes.txt"), "w").close(),
     "not a parquet file": lambda root: open(os.path.join(root, "city=a", "x.parquet"), "wb").write(b"PAR1junk"),
     "inconsistent folders": lambda root: _move(root, "city=b", "town=b"),
@@ -202,6 +204,11 @@ BAD_SOURCES = {
         os.path.join(root, "city=a", "part-9.parquet"),
     ),
     "empty": lambda root: [os.remove(os.path.join(f, n)) for f, _, ns in os.walk(root) for n in ns],
+    "empty partition value": lambda root: _move(root, "city=b/part-00000.parquet", "city=/part-00000.parquet"),
+    "a ? in a name": lambda root: _move(root, "city=b/part-00000.parquet", "city=b?x/part-00000.parquet"),
+    "a column name no reader holds": lambda root: pq.write_table(
+        pa.table({"id": [9], "a b": [1]}), os.path.join(root, "city=a", "part-00000.parquet")
+    ),
     "null key": lambda root: pq.write_table(
         pa.table({"id": [None], "name": ["d"], "v": [1.0], "ts": [1]}, schema=SCHEMA),
         os.path.join(root, "city=a", "part-9.parquet"),
@@ -320,3 +327,46 @@ def test_hudi_rs_refuses_a_table_with_skeletons_and_reads_a_copied_one(tmp_path)
     rows = pa.Table.from_batches(hudi.HudiTable(str(tmp_path / "copied")).read())
     rows = rows.drop_columns([c for c in META_COLUMNS if c in rows.column_names])
     assert sorted(rows.to_pylist(), key=lambda r: r["id"]) == expected
+
+
+def test_finishing_a_bootstrap_must_ask_for_what_it_began(tmp_path):
+    """Killed between instants 01 and 02 (mixed modes): no other write begins meanwhile; running it again with
+    other modes or with a new file in a metadata-only partition is refused; the same request finishes it."""
+    source = str(tmp_path / "src")
+    expected = sorted(write_source(source, {"city=a": [2], "city=b": [3], "city=c": [1]}), key=lambda r: r["id"])
+    path = str(tmp_path / "t")
+    request = BootstrapRequest(source, path, ["id"], mode_regex="city=c", regex_mode=FULL_RECORD)
+    with pytest.raises(SimulatedCrash), simulate("bootstrap.metadata_only"):
+        bootstrap(request, CONFIG)
+    row = pa.Table.from_pylist([{"id": 0, "name": "w", "v": 1.0, "ts": 2, "city": "a"}])
+    with pytest.raises(ConflictError, match="bootstrap is not finished"):
+        LocalWriter(Table.open(path), coordinator=CONFIG).write(row, "upsert")
+    for other in (
+        dataclasses.replace(request, mode_regex=None),
+        dataclasses.replace(request, regex_mode=METADATA_ONLY),
+    ):
+        with pytest.raises(BadInputError, match="other files or in other modes"):
+            bootstrap(other, CONFIG)
+    extra = os.path.join(source, "city=a", "part-00009.parquet")
+    pq.write_table(pa.table({"id": [99], "name": ["x"], "v": [1.0], "ts": [1]}, schema=SCHEMA), extra)
+    with pytest.raises(BadInputError, match="other files or in other modes"):
+        bootstrap(request, CONFIG)
+    os.remove(extra)
+    assert bootstrap(request, CONFIG).instants == ["00000000000002"]
+    assert table_rows(path) == expected
+    LocalWriter(Table.open(path), coordinator=CONFIG).write(row, "upsert")
+
+
+def test_a_source_rewritten_at_the_same_length_is_refused_on_read(tmp_path):
+    source = str(tmp_path / "src")
+    write_source(source, {"city=a": [4]})
+    path = str(tmp_path / "t")
+    bootstrap(BootstrapRequest(source, path, ["id"]), CONFIG)
+    file = os.path.join(source, "city=a", "part-00000.parquet")
+    before = os.stat(file)
+    rows = pq.read_table(file)
+    pq.write_table(rows.take([0, 2, 1, 3]), file)  # two rows swapped: the same statistics, the same length
+    assert os.path.getsize(file) == before.st_size
+    os.utime(file, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    with pytest.raises(UnreadableDataFileError, match="changed since"):
+        table_rows(path)

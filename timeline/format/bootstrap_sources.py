@@ -50,7 +50,9 @@ class BootstrapSources:
             raise CorruptInstantError(
                 f"bootstrap index: source {mapping.uri} lies outside {BOOTSTRAP_BASE_PATH}={self.base_uri}"
             )
-        return SourceFile(self.base_uri, path, mapping.length, self._partition_values(partition))
+        return SourceFile(
+            self.base_uri, path, mapping.length, self._partition_values(partition), mapping.modification_time
+        )
 
     def _lookup(self, partition: str, file_id: str, fresh: bool) -> bootstrap_index.SourceMapping | None:
         if self._index is None or fresh:

@@ -56,10 +56,10 @@ def _read_source(source: SourceFile, columns: list[str] | None, partition_column
     try:
         with source_storage.open_input(source.path) as handle:
             length = handle.size()
-            if length != source.length:
+            if length != source.length or not _same_time(source_storage, source):
                 raise UnreadableDataFileError(
-                    f"source file {source_storage.uri(source.path)} is {length} bytes, the bootstrap recorded "
-                    f"{source.length}: it was changed after the bootstrap"
+                    f"source file {source_storage.uri(source.path)} is not the file bootstrapped ({length} bytes, "
+                    f"the bootstrap recorded {source.length} and its modification time): it was changed since"
                 )
             parquet = pq.ParquetFile(handle)
             names = [n for n in parquet.schema_arrow.names if n not in partition_columns]
@@ -72,3 +72,16 @@ def _read_source(source: SourceFile, columns: list[str] | None, partition_column
     if not chosen:  # no data column asked for: the rows still count
         return pa.table({"rows": pa.nulls(parquet.metadata.num_rows)}).select([])
     return data
+
+
+def _same_time(storage: Storage, source: SourceFile) -> bool:
+    """The source's modification time is the one recorded (to the millisecond; to the second on an object store,
+    whose listings keep no more); unknown (0) is not checked."""
+    if not source.modified_ms:
+        return True
+    nanos = storage.fs.get_file_info(storage.full(source.path)).mtime_ns
+    if nanos is None:
+        return False
+    if storage.is_s3:
+        return nanos // 1_000_000_000 == source.modified_ms // 1000
+    return nanos // 1_000_000 == source.modified_ms
