@@ -15,6 +15,7 @@ from coordinator.mdt.bootstrap import validate
 from coordinator.protocol.clean import files_being_cleaned
 from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.instant import COMPACTION, REPLACE_COMMIT, ROLLBACK, WRITE_ACTIONS
+from timeline.format.savepoint_metadata import savepointed_names
 from timeline.format.table_config import read_config
 from timeline.mdt.hudi_layout import FILES
 from timeline.query.reader import read_view
@@ -232,6 +233,17 @@ def check_never_undone(timeline: ActiveTimeline) -> list[Violation]:
     return out
 
 
+def check_savepoints_kept(table: Table, timeline: ActiveTimeline) -> list[Violation]:
+    """Every file a completed savepoint names is still there (clean never takes it)."""
+    names = savepointed_names(timeline)
+    if not names:
+        return []
+    present = {f.name for f in table.storage_view(timeline=timeline).all_base_files_including_replaced()}
+    present |= {log.name for log in table.storage_view(timeline=timeline).logs}
+    gone = sorted(names - present)
+    return [Violation("savepoint-files-kept", f"{len(gone)} savepointed file(s) gone", gone)] if gone else []
+
+
 @dataclass(frozen=True)
 class Write:
     """One write as its client saw it: the exit code, the instant it printed, the rows it sent."""
@@ -313,6 +325,7 @@ def check_table(
     timeline = table.timeline()
     out = check_nothing_pending(table, timeline)
     out += check_never_undone(timeline)
+    out += check_savepoints_kept(table, timeline)
     out += check_serializable(timeline)
     if table.metadata().exists():
         out += check_listing(table, timeline)

@@ -21,6 +21,7 @@ from coordinator.bootstrap.run import FULL_RECORD, METADATA_ONLY, BootstrapReque
 from coordinator.config import CoordinatorConfig
 from coordinator.mdt import index_build
 from coordinator.mdt.bootstrap import initialize
+from coordinator.protocol import savepoint
 from coordinator.protocol.locking import held, table_lock
 from coordinator.services.steps import archive_table, clean, compact, compact_data, recover_table
 from coordinator.write.writer import LocalWriter
@@ -203,6 +204,14 @@ def _forced_data_compaction(table: Table, settings: CoordinatorConfig, lock: Loc
     compact_data(table, settings, lock, force=True)
 
 
+def _savepoint_and_clean(table: Table, settings: CoordinatorConfig, lock: LockProvider) -> None:
+    """A savepoint of an older commit (under the lock), whose files newer versions supersede, then a clean
+    keeping one version: it must keep the savepoint's."""
+    with held(lock):
+        savepoint.create(table, table.timeline().completed_writes()[-2].time, "chaos")
+    clean(table, settings, lock)
+
+
 def bootstrap_source(base: str) -> str:
     """The parquet dataset a bootstrap scenario takes in: beside the tables (every crash state's copy shares it,
     and it must never change)."""
@@ -270,6 +279,8 @@ SCENARIOS: dict[str, Scenario] = {
                  partial(_without_indexes, hudi_format=True), lambda b: run_service(b, _build_indexes)),
         Scenario("hudi_metadata_create", "`tandem metadata create --format hudi` on a table with files",
                  _without_metadata, lambda b: run_service(b, _create_metadata_in_hudi_format)),
+        Scenario("hudi_savepoint", "`tandem savepoint create` of an older commit, then a clean (Hudi's format)",
+                 partial(_with_history, hudi_format=True), lambda b: run_service(b, _savepoint_and_clean)),
         Scenario("hudi_migration", "an upsert that first rebuilds a previous-format MDT in Hudi's format",
                  _with_previous_format_history, lambda b: write(b, rows([2, 3, 30, 31], 7), "upsert")),
         # merge-on-read tables (MDT in Hudi's format)
