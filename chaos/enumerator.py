@@ -36,7 +36,7 @@ from chaos.scenarios import KEY, SCENARIOS, Scenario, config, rows, run_service,
 from coordinator.protocol.locking import table_lock
 from coordinator.services.steps import recover_table
 from timeline import crash_points
-from timeline.format.instant import WRITE_ACTIONS
+from timeline.format.instant import RESTORE, WRITE_ACTIONS
 from timeline.query.reader import read_view
 from timeline.table import HEARTBEAT_DIR, Table
 
@@ -301,7 +301,7 @@ def explore_state(
         result.mutation = died_after.read_text()
     before, after = expected
     # Readers must never see half a commit, also before anyone recovers.
-    completed_now = bool(_write_instants(base) - written_before)
+    completed_now = bool(_write_instants(base) - written_before) or _restore_planned(base)
     crashed_table = Table.open(base)
     early = check_readers(crashed_table, KEY, after if completed_now else before, use_hudi)
     timeline = crashed_table.timeline()
@@ -316,7 +316,7 @@ def explore_state(
         failed = Violation("recovery-succeeds", f"{type(err).__name__}: {err}")
         result.violations.append({**failed.to_dict(), "phase": "recovery"})
         return result
-    survived = bool(_write_instants(base) - written_before - _next_write_instants(base, mode))
+    survived = bool(_write_instants(base) - written_before - _next_write_instants(base, mode)) or _restore_planned(base)
     result.outcome = "after" if survived or before == after else "before"
     rows_expected = dict(after if survived else before)
     if mode == "next-write":
@@ -328,6 +328,11 @@ def explore_state(
     if not result.violations:
         tables.remove(base)
     return result
+
+
+def _restore_planned(base: str) -> bool:
+    """A restore on the timeline (pending or done): once planned it reads as done and is finished, never undone."""
+    return any(i.action == RESTORE for i in Table.open(base).timeline().instants)
 
 
 def _next_write_instants(base: str, mode: str) -> set[str]:

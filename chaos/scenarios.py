@@ -21,7 +21,7 @@ from coordinator.bootstrap.run import FULL_RECORD, METADATA_ONLY, BootstrapReque
 from coordinator.config import CoordinatorConfig
 from coordinator.mdt import index_build
 from coordinator.mdt.bootstrap import initialize
-from coordinator.protocol import savepoint
+from coordinator.protocol import restore, savepoint
 from coordinator.protocol.locking import held, table_lock
 from coordinator.services.steps import archive_table, clean, compact, compact_data, recover_table
 from coordinator.write.writer import LocalWriter
@@ -39,6 +39,7 @@ PARTITIONS = ("p0", "p1")
 # hudi-rs 0.5 reads a merge-on-read table without a precombine field as APPEND_ONLY (every version of a key), and
 # counts the blocks of instants that never completed (docs/hudi-mor-format.md §8)
 HUDI_RS_MOR = "hudi-rs 0.5 merges no precombine-less table and reads failed instants' log blocks"
+HUDI_RS_RESTORE = "hudi-rs 0.5, like Java, reads a table mid-restore half restored (Tandem reads it as the savepoint)"
 HUDI_RS_BOOTSTRAP = "hudi-rs 0.5 reads a bootstrapped table's skeleton files without their source data"
 _s3_lock_uri = "file"  # refused for an s3:// table until `use_s3_lock` names a lock service
 
@@ -212,6 +213,19 @@ def _savepoint_and_clean(table: Table, settings: CoordinatorConfig, lock: LockPr
     clean(table, settings, lock)
 
 
+def _with_savepoint_behind(base: str) -> None:
+    """A table with history, a savepoint of its first upsert, then an upsert and a delete after it."""
+    _with_history(base, hudi_format=True)
+    run_service(base, lambda t, c, lock: savepoint.create(t, t.timeline().completed_writes()[1].time, "chaos"))
+    write(base, rows([2, 3, 30], 8), "upsert")
+    write(base, rows([0], 0), "delete")
+
+
+def _restore_to_savepoint(table: Table, settings: CoordinatorConfig, lock: LockProvider) -> None:
+    with held(lock):
+        restore.restore(table, savepoint.listed(table)[0].time)
+
+
 def bootstrap_source(base: str) -> str:
     """The parquet dataset a bootstrap scenario takes in: beside the tables (every crash state's copy shares it,
     and it must never change)."""
@@ -281,6 +295,8 @@ SCENARIOS: dict[str, Scenario] = {
                  _without_metadata, lambda b: run_service(b, _create_metadata_in_hudi_format)),
         Scenario("hudi_savepoint", "`tandem savepoint create` of an older commit, then a clean (Hudi's format)",
                  partial(_with_history, hudi_format=True), lambda b: run_service(b, _savepoint_and_clean)),
+        Scenario("hudi_restore", "`tandem restore` to a savepoint two upserts back (Hudi's format)",
+                 _with_savepoint_behind, lambda b: run_service(b, _restore_to_savepoint), HUDI_RS_RESTORE),
         Scenario("hudi_migration", "an upsert that first rebuilds a previous-format MDT in Hudi's format",
                  _with_previous_format_history, lambda b: write(b, rows([2, 3, 30, 31], 7), "upsert")),
         # merge-on-read tables (MDT in Hudi's format)

@@ -14,6 +14,7 @@ from timeline.format.data_logs import DataLog, parse_data_log, parse_log_listing
 from timeline.format.file_names import BaseFile, parse_base_file
 from timeline.format.fs_view import FileSystemView, list_table_files, parse_listing
 from timeline.format.instant import CLOCK
+from timeline.format.restore_metadata import restoring_to
 from timeline.format.source_file import BOOTSTRAP_BASE_PATH, METADATA_BOOTSTRAP_INSTANT, SourceFile
 from timeline.format.table_config import (
     COPY_ON_WRITE,
@@ -233,7 +234,7 @@ class Table:
         logs = parse_log_listing(entries) if self.config.merge_on_read else ()
         timeline = timeline or self.timeline()
         files = self.with_sources(parse_listing(entries), timeline)
-        return TableView(files, timeline, as_of, "storage", fallback_reason, logs=logs)
+        return TableView(files, timeline, _restored_as_of(timeline, as_of), "storage", fallback_reason, logs=logs)
 
     def metadata_view(
         self,
@@ -251,7 +252,7 @@ class Table:
         logs = []
         if self.config.merge_on_read:
             logs = [g for p, n, size in reader.listed_logs(partitions) if (g := parse_data_log(p, n, size))]
-        return TableView(files, timeline, as_of, "metadata", mdt=mdt, logs=logs)
+        return TableView(files, timeline, _restored_as_of(timeline, as_of), "metadata", mdt=mdt, logs=logs)
 
     def view(self, as_of: str | None = None, source: str = "auto", partitions: list[str] | None = None) -> TableView:
         """The metadata table's view when the table has a healthy one, else storage's.
@@ -312,6 +313,13 @@ class Table:
                 f"metadata table unhealthy ({reason}); refusing to write — {health.repair_hint(self.uri)}"
             )
         return config
+
+
+def _restored_as_of(timeline: ActiveTimeline, as_of: str | None) -> str | None:
+    """While a restore is under way every view is as of its savepoint at the latest: the state it leaves, never
+    a table half restored."""
+    restored = restoring_to(timeline)
+    return as_of if restored is None else min(as_of or restored, restored)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from coordinator.cli.bootstrap import bootstrap
 from coordinator.cli.init_demo import demo, init
 from coordinator.cli.metadata_table import metadata
 from coordinator.cli.plugins import chaos_group
-from coordinator.cli.savepoints import savepoint
+from coordinator.cli.savepoints import restore, savepoint
 from coordinator.cli.table_services import archive, clean, compact, lock, recover, worker
 from coordinator.cli.write_read import ls, query, read, timeline, write
 from timeline.errors import DamagedInstantWarning, MetadataFallbackWarning, RefusedDeleteWarning, TandemError
@@ -69,6 +69,7 @@ for _command in (
     compact,
     archive,
     savepoint,
+    restore,
     worker,
     lock,
     demo,

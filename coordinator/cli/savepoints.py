@@ -1,4 +1,5 @@
-"""`tandem savepoint create|delete|list`: a completed commit marked to keep (Hudi's `savepoint` action)."""
+"""`tandem savepoint create|delete|list` (a completed commit marked to keep, Hudi's `savepoint` action) and
+`tandem restore` (the table returned to a savepoint, Hudi's `restore`)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,24 @@ def list_savepoints(path: str, as_json: bool):
         click.echo(f"{row['instant']}  {row['files']} file(s)  by {row['by'] or '-'}  {row['comments']}")
     if not rows:
         click.echo("no savepoints")
+
+
+@click.command()
+@click.argument("path")
+@click.option("--to", "time", required=True, help="The savepoint to return the table to.")
+@coordinator_options
+def restore(path: str, time: str, lock_uri: str | None, settings: tuple):
+    """Return the table at PATH to a savepoint: every later commit removed, in both tables."""
+    from coordinator.protocol import restore as restores
+    from coordinator.protocol.locking import held
+    from coordinator.protocol.recovery import roll_back_orphans
+
+    time = check_instant(time, "--to")
+
+    def run(table, config, lock):
+        with held(lock):
+            roll_back_orphans(table, config)  # a pending restore finished, orphans rolled back: the plan sees all
+            return restores.restore(table, time)
+
+    done = run_locked(path, coordinator_config(lock_uri, settings), run)
+    click.echo(f"restored to {time} (restore {done})")

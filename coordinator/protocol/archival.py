@@ -32,7 +32,16 @@ from timeline.errors import CorruptInstantError
 from timeline.format import outcome, partition_path
 from timeline.format.active_timeline import ARCHIVED_FOLDER, BUNDLE_PREFIX, ActiveTimeline
 from timeline.format.commit_metadata import CommitMetadata
-from timeline.format.instant import COMPACTION, DELTA_COMMIT, ROLLBACK, SAVEPOINT, WRITE_ACTIONS, Instant, State
+from timeline.format.instant import (
+    COMPACTION,
+    DELTA_COMMIT,
+    RESTORE,
+    ROLLBACK,
+    SAVEPOINT,
+    WRITE_ACTIONS,
+    Instant,
+    State,
+)
 from timeline.mdt import layout
 from timeline.table import TEMP_DIR, Table
 
@@ -128,7 +137,7 @@ def _data_boundary(table: Table, timeline: ActiveTimeline) -> str:
 
 
 def _sweep_rolled_back_files(timeline: ActiveTimeline, rollbacks: list[Instant]) -> None:
-    """Delete once more the files each archived rollback deleted.
+    """Delete once more the files each archived rollback (or restore) deleted.
 
     A writer paused past its heartbeat can land a file after its instant was
     rolled back (its marker predates the rollback, the file does not). Once the
@@ -138,13 +147,22 @@ def _sweep_rolled_back_files(timeline: ActiveTimeline, rollbacks: list[Instant])
     """
     for rollback in rollbacks:
         metadata = timeline.avro(rollback)
-        for partition in (metadata.get("partitionMetadata") or {}).values():
-            for path in partition.get("successDeleteFiles") or []:
-                relative = timeline.storage.relative(path)
-                if relative is not None:
-                    where = f"{rollback.file_name}: successDeleteFiles"
-                    partition_path.split_file_path(relative, where, CorruptInstantError)
-                    timeline.storage.discard(relative)
+        if rollback.action == RESTORE:  # a restore: the rollback metadata of each instant it removed
+            for undone in (m for ms in (metadata.get("hoodieRestoreMetadata") or {}).values() for m in ms or []):
+                _sweep(timeline, rollback, undone)
+            continue
+        _sweep(timeline, rollback, metadata)
+
+
+def _sweep(timeline: ActiveTimeline, rollback: Instant, metadata: dict) -> None:
+    """The files one `HoodieRollbackMetadata` deleted, deleted again."""
+    for partition in (metadata.get("partitionMetadata") or {}).values():
+        for path in partition.get("successDeleteFiles") or []:
+            relative = timeline.storage.relative(path)
+            if relative is not None:
+                where = f"{rollback.file_name}: successDeleteFiles"
+                partition_path.split_file_path(relative, where, CorruptInstantError)
+                timeline.storage.discard(relative)
 
 
 def archive_data(table: Table, min_commits: int, max_commits: int) -> list[str]:
@@ -157,7 +175,7 @@ def archive_data(table: Table, min_commits: int, max_commits: int) -> list[str]:
     chosen = _prefix(completed[: len(completed) - min_commits], lambda i: i.time < boundary)
     if not chosen:
         return []
-    _sweep_rolled_back_files(timeline, [i for i in chosen if i.action == ROLLBACK])
+    _sweep_rolled_back_files(timeline, [i for i in chosen if i.action in (ROLLBACK, RESTORE)])
     _move(timeline, chosen, BUNDLE_WRITTEN)
     for instant in chosen:
         outcome.forget(table.storage, instant.time)

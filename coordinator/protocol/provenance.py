@@ -29,6 +29,7 @@ from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.data_logs import DataLog, parse_data_log
 from timeline.format.file_names import BaseFile, parse_base_file, split_path
 from timeline.format.fs_view import FileSystemView
+from timeline.format.instant import SAVEPOINT
 from timeline.format.savepoint_metadata import savepointed_names
 from timeline.hudi_log import read_blocks
 from timeline.io.storage import Storage
@@ -112,6 +113,9 @@ def cleanable(
         newest.setdefault((f.partition, f.file_id), []).append(f.instant)
     replaced = timeline.replaced_by()
     horizon = earliest_retained or "~"  # "~" sorts after every instant time
+    if any(i.action == SAVEPOINT for i in timeline.pending()):  # its files are not known yet: delete none now
+        refuse(sorted(set(paths)), "a savepoint is being made")
+        return []
     kept = _savepointed_slices(view, timeline)
     allowed: list[str] = []
     refused: list[str] = []

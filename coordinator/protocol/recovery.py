@@ -27,6 +27,7 @@ from coordinator.mdt.index_build import catch_up
 from coordinator.mdt.maintenance import Housekeeping, housekeeping
 from coordinator.protocol import clean as clean_service
 from coordinator.protocol import markers, provenance, savepoint
+from coordinator.protocol import restore as restore_service
 from coordinator.protocol import rollback as rollback_service
 from coordinator.protocol.heartbeat import is_expired, writer_is_gone
 from timeline.format import outcome
@@ -49,6 +50,7 @@ class RecoveryReport:
     indexed: str | None = None  # the indexing instant that indexed live files an index was missing
     compactions: list[str] = field(default_factory=list)  # a merge-on-read table's pending compactions finished
     dropped_savepoints: list[str] = field(default_factory=list)  # savepoints whose creator died before completing
+    resumed_restores: list[str] = field(default_factory=list)
 
 
 def is_orphan(table: Table, instant: Instant, config: CoordinatorConfig) -> bool:
@@ -101,6 +103,9 @@ def roll_back_orphans(
     mdt = table.metadata()
     if mdt.timeline_if_exists() is not None:  # a seal whose plan a crash never wrote would refuse every MDT write
         plan_orphan_seal(mdt)
+    for instant in restore_service.pending(table.timeline()):  # first: its victims must not be rolled forward
+        restore_service.resume(table, instant)
+        report.resumed_restores.append(instant.time)
     timeline = table.timeline()
     pending = timeline.pending()
     for instant in pending:
@@ -123,7 +128,7 @@ def roll_back_orphans(
         if instant.action == CLEAN and is_orphan(table, instant, config):
             clean_service.resume(table, instant)
             report.resumed_cleans.append(instant.time)
-    report.dropped_savepoints = savepoint.drop_unfinished(table, timeline)
+    report.dropped_savepoints = savepoint.drop_unfinished(table, timeline, config.heartbeat_expiry_s)
     changed = report.resumed_rollbacks or report.rolled_back or report.rolled_forward or report.resumed_cleans
     changed = changed or report.dropped_savepoints
     report.timeline = table.timeline() if changed else timeline

@@ -310,8 +310,16 @@ class Transaction:
         return done
 
     def _check_conflicts(self, timeline: ActiveTimeline, metadata: CommitMetadata) -> None:
+        """The conflict check; an instant file that vanishes while it reads (archived by a process that held the
+        lock this writer lost) is a conflict too: nothing is committed."""
         begun = self.begun
-        conflicts.check(timeline, self.time, metadata, begun.seen, self.table.metadata(), begun.watched)
+        try:
+            conflicts.check(timeline, self.time, metadata, begun.seen, self.table.metadata(), begun.watched)
+        except FileNotFoundError as err:
+            raise ConflictError(
+                f"instant {self.time}: the timeline changed while its conflicts were checked ({err}); "
+                "nothing was committed"
+            ) from err
 
     def _make_durable(self, metadata: CommitMetadata) -> None:
         """Flush, once each, the partition folders T's files went to, before the decision.

@@ -18,6 +18,7 @@ import pytest
 from chaos.checker import check_table
 from coordinator.config import CoordinatorConfig
 from coordinator.protocol import savepoint
+from coordinator.protocol.heartbeat import heartbeat_path
 from coordinator.protocol.locking import table_lock
 from coordinator.services.steps import archive_table, clean, recover_table
 from coordinator.write.writer import LocalWriter, WriteOptions
@@ -137,7 +138,7 @@ def test_a_savepoint_waits_for_a_pending_clean(tmp_path):
     writer.write(_batch([1], 2), "upsert")
     with pytest.raises(SimulatedCrash), simulate("clean.planned"):
         clean(table, AGGRESSIVE)
-    with pytest.raises(ConflictError, match="clean is in progress"):
+    with pytest.raises(ConflictError, match="clean"):
         savepoint.create(table, first)
 
 
@@ -147,6 +148,10 @@ def test_a_savepoint_left_unfinished_is_dropped_by_recovery(tmp_path):
     with pytest.raises(SimulatedCrash), simulate("savepoint.inflight"):
         savepoint.create(table, first)
     assert [i.action for i in table.timeline().pending()] == ["savepoint"]
+    alive = recover_table(table, AGGRESSIVE, table_lock(table, AGGRESSIVE))
+    assert not alive.dropped_savepoints, "its creator's heartbeat is fresh: it may still complete it"
+    beat = table.storage.full(heartbeat_path(first))
+    os.utime(beat, (os.path.getmtime(beat) - 3600,) * 2)
     report = recover_table(table, AGGRESSIVE, table_lock(table, AGGRESSIVE))
     assert report.dropped_savepoints == [first] and not table.timeline().pending()
     assert savepoint.create(table, first).time == first

@@ -14,6 +14,7 @@ from timeline.format.instant import (
     COMMIT,
     COMPACTION,
     REPLACE_COMMIT,
+    RESTORE,
     ROLLBACK,
     WRITE_ACTIONS,
     Instant,
@@ -147,6 +148,9 @@ class ActiveTimeline:
         """
         undone = set()
         for instant in self.instants:
+            if instant.action == RESTORE:  # a restore's plan names every instant it removes
+                plan = avro_metadata.decode(self.read(instant.with_state(State.REQUESTED)), self.path(instant))
+                undone.update(i.get("commitTime") for i in plan.get("instantsToRollback") or [])
             if instant.action != ROLLBACK:
                 continue
             if instant.is_completed:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from timeline.errors import BadInputError, CorruptInstantError
 from timeline.errors import MetadataFallbackWarning as MetadataFallbackWarning  # re-exported for readers
 from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.instant import COMPACTION, DELTA_COMMIT, Instant, State
+from timeline.format.instant import COMPACTION, DELTA_COMMIT, RESTORE, Instant, State
 from timeline.format.table_config import (
     JAVA_METADATA_PARTITIONS,
     JAVA_METADATA_PARTITIONS_INFLIGHT,
@@ -131,7 +131,15 @@ def _unmirrored(mdt_timeline: ActiveTimeline, data_timeline: ActiveTimeline) -> 
     """
     earliest = mdt_timeline.earliest_time()
     mirrored = {i.time for i in mdt_timeline.completed() if i.action == DELTA_COMMIT}
-    lost = [i.time for i in data_timeline.completed() if i.time > earliest and i.time not in mirrored]
+    # Java mirrors a data restore R by restoring the MDT itself (its own restore instant, after R) and a resync
+    restored = [i.time for i in mdt_timeline.completed() if i.action == RESTORE]
+    lost = [
+        i.time
+        for i in data_timeline.completed()
+        if i.time > earliest
+        and i.time not in mirrored
+        and not (i.action == RESTORE and any(t > i.time for t in restored))
+    ]
     if not lost:
         return []
     shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")

@@ -29,8 +29,9 @@ from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.data_logs import DataLog, parse_data_log, slice_logs
 from timeline.format.file_names import BaseFile
 from timeline.format.fs_view import FILES_SCHEMA, latest_files
-from timeline.format.instant import CLEAN, WRITE_ACTIONS, query_instant
+from timeline.format.instant import CLEAN, SAVEPOINT, WRITE_ACTIONS, query_instant
 from timeline.format.partition_path import file_path
+from timeline.format.restore_metadata import restoring_to
 from timeline.format.source_file import SourceFile
 from timeline.index.column_stats import ColumnRange
 from timeline.io import read_once
@@ -183,8 +184,12 @@ def _plan(
     )
     if since is not None and as_of is not None:
         raise BadInputError("an incremental read (since/until) cannot also be as of an instant")
-    end = until if since is not None else as_of  # any time, as in Hudi: the latest commit at or before it
     found = table.listing_source(source)
+    restored = restoring_to(found.timeline)
+    if restored is not None:  # a restore under way: the state it leaves, never a table half restored
+        until = min(until or restored, restored) if since is not None else None
+        as_of = min(as_of or restored, restored) if since is None else None
+    end = until if since is not None else as_of  # any time, as in Hudi: the latest commit at or before it
     if as_of is not None:
         _check_retained(found.timeline, as_of)
     lister = _Lister(table, found, end)
@@ -319,8 +324,8 @@ def _check_retained(timeline: ActiveTimeline, as_of: str) -> None:
     """Refuse, as Hudi does (`TimelineUtils.validateTimestampAsOf`), a time travel to before what the last
     completed clean kept: its files may be gone, so an answer could silently miss rows."""
     cleans = [i for i in timeline.completed() if i.action == CLEAN]
-    if not cleans:
-        return
+    if not cleans or any(i.time == as_of and i.action == SAVEPOINT for i in timeline.completed()):
+        return  # a savepoint's files are kept by every clean
     retained = timeline.avro(cleans[-1]).get("earliestCommitToRetain") or ""
     if retained and as_of < retained:
         raise BadInputError(

@@ -1,0 +1,92 @@
+"""Restores shared with Java Hudi 0.15: Java reads a table Tandem restored as the savepointed instant (metadata
+table on and off); Tandem reads a table Java restored (Java's `rollback_to_savepoint` on a Tandem table, with
+Tandem's savepoint) as that instant and writes on; and Tandem restores a table Java wrote to Java's savepoint."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from chaos.checker import check_table
+from coordinator.config import CoordinatorConfig
+from coordinator.protocol import restore, savepoint
+from coordinator.write.writer import LocalWriter
+from timeline.query.reader import read_plan
+from timeline.query.scan import plan_scan
+from timeline.table import Table
+
+CONFIG = CoordinatorConfig(lock_uri="memory")
+OPTIONS = {
+    "hoodie.table.name": "rs",
+    "hoodie.datasource.write.recordkey.field": "id",
+    "hoodie.datasource.write.precombine.field": "ts",
+    "hoodie.datasource.write.partitionpath.field": "p",
+    "hoodie.datasource.write.hive_style_partitioning": "true",
+}
+
+
+def _batch(ids: list[int], version: int) -> pa.Table:
+    return pa.table({"id": ids, "p": [f"p{i % 2}" for i in ids], "v": [version] * len(ids), "ts": [version] * len(ids)})
+
+
+def _tandem(path: str) -> dict[int, int]:
+    rows = read_plan(plan_scan(Table.open(path)))
+    return {r["id"]: r["v"] for r in rows.select(["id", "v"]).to_pylist()}
+
+
+def _java(java_hudi, path: str, metadata: bool = True) -> dict[int, int]:
+    rows = java_hudi.read(path, metadata=metadata)
+    return {r["id"]: r["v"] for r in rows.select(["id", "v"]).to_pylist()}
+
+
+def _sql(java_hudi, path: str, call: str) -> list[dict]:
+    java_hudi.sql(f"CREATE TABLE IF NOT EXISTS rs USING hudi LOCATION '{path}'")
+    try:
+        return java_hudi.sql(call)
+    finally:
+        java_hudi.sql("DROP TABLE rs")
+
+
+def _tandem_table(path: str) -> tuple[Table, str]:
+    table = Table.create(path, "rs", ["id"], ["p"], hive_style=True, precombine_field="ts")
+    writer = LocalWriter(table, coordinator=CONFIG)
+    writer.write(_batch([1, 2, 3], 1), "insert")
+    kept = writer.write(_batch([1], 2), "upsert").instant
+    savepoint.create(table, kept)
+    writer.write(_batch([2, 4], 3), "upsert")
+    writer.write(_batch([3], 4), "delete")
+    return table, kept
+
+
+AT_SAVEPOINT = {1: 2, 2: 1, 3: 1}
+
+
+def test_java_reads_a_table_tandem_restored(java_hudi, tmp_path):
+    table, kept = _tandem_table(str(tmp_path / "t"))
+    restore.restore(table, kept)
+    assert _tandem(table.uri) == AT_SAVEPOINT
+    assert _java(java_hudi, table.uri) == _java(java_hudi, table.uri, metadata=False) == AT_SAVEPOINT
+    LocalWriter(Table.open(table.uri), coordinator=CONFIG).write(_batch([5], 5), "upsert")
+    assert _java(java_hudi, table.uri) == _tandem(table.uri) == {**AT_SAVEPOINT, 5: 5}
+
+
+def test_tandem_reads_and_writes_on_a_table_java_restored(java_hudi, tmp_path):
+    table, kept = _tandem_table(str(tmp_path / "t"))
+    _sql(java_hudi, table.uri, f"CALL rollback_to_savepoint(table => 'rs', instant_time => '{kept}')")
+    assert _java(java_hudi, table.uri) == _tandem(table.uri) == AT_SAVEPOINT
+    LocalWriter(Table.open(table.uri), coordinator=CONFIG).write(_batch([5], 5), "upsert")
+    expected = {**AT_SAVEPOINT, 5: 5}
+    assert _tandem(table.uri) == _java(java_hudi, table.uri) == expected
+    rows = {str(k): {"id": k, "p": f"p{k % 2}", "v": v, "ts": v} for k, v in expected.items()}
+    assert check_table(Table.open(table.uri), "id", rows, use_hudi=False) == []
+
+
+def test_tandem_restores_a_table_java_wrote_to_javas_savepoint(java_hudi, tmp_path):
+    path = str(tmp_path / "t")
+    java_hudi.write(path, _batch([1, 2, 3], 1), "upsert", OPTIONS, mode="overwrite")
+    java_hudi.write(path, _batch([1], 2), "upsert", OPTIONS)
+    kept = Table.open(path).timeline().completed_writes()[-1].time
+    _sql(java_hudi, path, f"CALL create_savepoint(table => 'rs', commit_time => '{kept}')")
+    java_hudi.write(path, _batch([2, 4], 3), "upsert", OPTIONS)
+    table = Table.open(path)
+    restore.restore(table, kept)
+    assert _tandem(path) == _java(java_hudi, path) == _java(java_hudi, path, metadata=False) == AT_SAVEPOINT
