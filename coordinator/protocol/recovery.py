@@ -103,10 +103,12 @@ def roll_back_orphans(
     mdt = table.metadata()
     if mdt.timeline_if_exists() is not None:  # a seal whose plan a crash never wrote would refuse every MDT write
         plan_orphan_seal(mdt)
-    for instant in restore_service.pending(table.timeline()):  # first: its victims must not be rolled forward
+    timeline = table.timeline()
+    for instant in restore_service.pending(timeline):  # first: its victims must not be rolled forward
         restore_service.resume(table, instant)
         report.resumed_restores.append(instant.time)
-    timeline = table.timeline()
+    if report.resumed_restores:
+        timeline = table.timeline()
     pending = timeline.pending()
     for instant in pending:
         if instant.action == ROLLBACK and rollback_service.resume(table, instant):

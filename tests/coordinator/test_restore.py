@@ -10,42 +10,19 @@ from __future__ import annotations
 
 import random
 
-import pyarrow as pa
 import pytest
 
 from chaos.checker import check_table
-from coordinator.config import CoordinatorConfig
 from coordinator.protocol import restore, savepoint
 from coordinator.protocol.locking import table_lock
 from coordinator.services.steps import archive_table, clean, recover_table
 from coordinator.write.writer import LocalWriter
 from tests.conftest import tandem
+from tests.coordinator.test_savepoints import AGGRESSIVE as CONFIG
+from tests.coordinator.test_savepoints import batch, rows_at
 from timeline.crash_points import SimulatedCrash, simulate
 from timeline.errors import BadInputError
-from timeline.query.reader import read_plan
-from timeline.query.scan import plan_scan
 from timeline.table import Table
-
-CONFIG = CoordinatorConfig(
-    lock_uri="memory",
-    clean_policy="KEEP_LATEST_FILE_VERSIONS",
-    file_versions_retained=1,
-    commits_retained=1,
-    archive_min_commits=2,
-    archive_max_commits=4,
-    failed_writes_policy="EAGER",
-)
-
-
-def _batch(ids: list[int], version: int) -> pa.Table:
-    return pa.table({"id": ids, "p": [f"p{i % 3}" for i in ids], "v": [version] * len(ids), "ts": [version] * len(ids)})
-
-
-def _rows(path: str, as_of: str | None = None) -> dict[int, int]:
-    rows = read_plan(plan_scan(Table.open(path), as_of=as_of))
-    found = [(r["id"], r["v"]) for r in rows.select(["id", "v"]).to_pylist()] if rows.num_rows else []
-    assert len({i for i, _ in found}) == len(found), "a key read twice"
-    return dict(found)
 
 
 def _expected(model: dict[int, int]) -> dict[str, dict]:
@@ -58,7 +35,7 @@ def _history(table: Table, rng: random.Random, steps: int, model: dict, kept: di
         version = max(model.values(), default=0) + 1
         op = rng.choice(["upsert", "upsert", "delete", "insert", "insert_overwrite"])
         ids = rng.sample(range(12), rng.randint(1, 4)) if op != "insert" else [100 + version]
-        result = writer.write(_batch(ids, version), op)
+        result = writer.write(batch(ids, version), op)
         if op == "insert_overwrite":
             for key in [k for k in model if f"p{k % 3}" in {f"p{i % 3}" for i in ids}]:
                 del model[key]
@@ -80,7 +57,7 @@ def test_a_restored_table_reads_as_its_savepoint_and_writes_go_on(tmp_path, seed
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts")
     model: dict[int, int] = {}
     kept: dict[str, dict[int, int]] = {}
-    LocalWriter(table, coordinator=CONFIG).write(_batch([0, 1, 2], 1), "insert")
+    LocalWriter(table, coordinator=CONFIG).write(batch([0, 1, 2], 1), "insert")
     model.update({0: 1, 1: 1, 2: 1})
     _history(table, rng, 10, model, kept)
     if not kept:
@@ -90,10 +67,10 @@ def test_a_restored_table_reads_as_its_savepoint_and_writes_go_on(tmp_path, seed
         savepoint.delete(table, later)
     restore.restore(table, target)
     model = dict(kept[target])
-    assert _rows(table.uri) == model
+    assert rows_at(table.uri) == model
     assert [i.time for i in table.timeline().completed_writes()][-1] == target
     _history(table, rng, 4, model, {})
-    assert _rows(table.uri) == model
+    assert rows_at(table.uri) == model
     assert check_table(table, "id", _expected(model), use_hudi=False) == []
 
 
@@ -105,26 +82,26 @@ POINTS = ["restore.planned", "restore.inflight", "mdt.deltacommit.log", "restore
 def test_a_restore_crashed_anywhere_reads_as_its_savepoint_and_recovery_finishes_it(tmp_path, point):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts")
     writer = LocalWriter(table, coordinator=CONFIG)
-    writer.write(_batch([1, 2, 3], 1), "insert")
-    kept = writer.write(_batch([1], 2), "upsert").instant
+    writer.write(batch([1, 2, 3], 1), "insert")
+    kept = writer.write(batch([1], 2), "upsert").instant
     savepoint.create(table, kept)
-    writer.write(_batch([2, 4], 3), "upsert")
-    writer.write(_batch([3], 4), "delete")
+    writer.write(batch([2, 4], 3), "upsert")
+    writer.write(batch([3], 4), "delete")
     with pytest.raises(SimulatedCrash), simulate(point):
         restore.restore(table, kept)
     at_savepoint = {1: 2, 2: 1, 3: 1}
-    assert _rows(table.uri) == at_savepoint  # before recovery too
+    assert rows_at(table.uri) == at_savepoint  # before recovery too
     report = recover_table(table, CONFIG, table_lock(table, CONFIG))
     assert report.resumed_restores or point == "restore.complete"
-    assert _rows(table.uri) == at_savepoint and not table.timeline().pending()
+    assert rows_at(table.uri) == at_savepoint and not table.timeline().pending()
     assert check_table(table, "id", _expected(at_savepoint), use_hudi=False) == []
 
 
 def test_what_cannot_be_restored_is_refused(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
     writer = LocalWriter(table, coordinator=CONFIG)
-    first = writer.write(_batch([1], 1), "insert").instant
-    second = writer.write(_batch([1], 2), "upsert").instant
+    first = writer.write(batch([1], 1), "insert").instant
+    second = writer.write(batch([1], 2), "upsert").instant
     with pytest.raises(BadInputError, match="not a savepoint"):
         restore.restore(table, first)
     savepoint.create(table, first)
@@ -132,7 +109,7 @@ def test_what_cannot_be_restored_is_refused(tmp_path):
     with pytest.raises(BadInputError, match="delete them first"):
         restore.restore(table, first)
     mor = Table.create(str(tmp_path / "m"), "m", ["id"], ["p"], table_type="MERGE_ON_READ")
-    kept = LocalWriter(mor, coordinator=CONFIG).write(_batch([1], 1), "insert").instant
+    kept = LocalWriter(mor, coordinator=CONFIG).write(batch([1], 1), "insert").instant
     savepoint.create(mor, kept)
     with pytest.raises(BadInputError, match="merge-on-read"):
         restore.restore(mor, kept)

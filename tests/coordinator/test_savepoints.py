@@ -30,7 +30,7 @@ from timeline.query.reader import read_plan
 from timeline.query.scan import plan_scan
 from timeline.table import Table
 
-AGGRESSIVE = CoordinatorConfig(
+AGGRESSIVE = CoordinatorConfig(  # one file version kept, archival after a few commits
     lock_uri="memory",
     clean_policy="KEEP_LATEST_FILE_VERSIONS",
     file_versions_retained=1,
@@ -41,11 +41,11 @@ AGGRESSIVE = CoordinatorConfig(
 )
 
 
-def _batch(ids: list[int], version: int) -> pa.Table:
+def batch(ids: list[int], version: int) -> pa.Table:
     return pa.table({"id": ids, "p": [f"p{i % 3}" for i in ids], "v": [version] * len(ids), "ts": [version] * len(ids)})
 
 
-def _rows(path: str, as_of: str | None = None) -> dict[int, int]:
+def rows_at(path: str, as_of: str | None = None) -> dict[int, int]:
     rows = read_plan(plan_scan(Table.open(path), as_of=as_of))
     found = [(r["id"], r["v"]) for r in rows.select(["id", "v"]).to_pylist()] if rows.num_rows else []
     assert len({i for i, _ in found}) == len(found), "a key read twice"
@@ -70,7 +70,7 @@ def test_a_savepointed_instant_reads_as_written_through_clean_and_archival(tmp_p
         ids = rng.sample(range(12), rng.randint(1, 5))
         if op == "insert":  # keys never written before: an insert of a stored key keeps both copies (Hudi's)
             ids = [100 + version]
-        result = writer.write(_batch(ids, version), op)
+        result = writer.write(batch(ids, version), op)
         for i in ids:
             if op == "delete":
                 model.pop(i, None)
@@ -88,10 +88,10 @@ def test_a_savepointed_instant_reads_as_written_through_clean_and_archival(tmp_p
         timeline = table.timeline()
         assert _files_exist(table, savepointed_names(timeline))
         for time, rows in kept.items():
-            assert _rows(table.uri, as_of=time) == rows, (version, time)
+            assert rows_at(table.uri, as_of=time) == rows, (version, time)
         if kept:
             assert timeline.earliest_time() <= min(kept), "archival passed a savepoint"
-        assert _rows(table.uri) == model
+        assert rows_at(table.uri) == model
     assert [s.time for s in savepoint.listed(table)] == sorted(kept)
     assert check_table(table, "id", {str(k): {"id": k, "p": f"p{k % 3}", "v": v, "ts": v} for k, v in model.items()},
                        use_hudi=False) == []  # fmt: skip
@@ -100,28 +100,28 @@ def test_a_savepointed_instant_reads_as_written_through_clean_and_archival(tmp_p
 def test_deleting_a_savepoint_lets_clean_take_its_files(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
     writer = LocalWriter(table, coordinator=AGGRESSIVE)
-    first = writer.write(_batch([1, 2], 1), "insert").instant
+    first = writer.write(batch([1, 2], 1), "insert").instant
     made = savepoint.create(table, first)
-    writer.write(_batch([1, 2], 2), "upsert")
+    writer.write(batch([1, 2], 2), "upsert")
     clean(table, AGGRESSIVE)
-    assert _files_exist(table, made.names) and _rows(table.uri, as_of=first) == {1: 1, 2: 1}
+    assert _files_exist(table, made.names) and rows_at(table.uri, as_of=first) == {1: 1, 2: 1}
     savepoint.delete(table, first)
     clean(table, AGGRESSIVE)
     assert not _files_exist(table, made.names)
-    assert _rows(table.uri) == {1: 2, 2: 2}
+    assert rows_at(table.uri) == {1: 2, 2: 2}
 
 
 def test_what_cannot_be_savepointed_is_refused(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
     writer = LocalWriter(table, coordinator=AGGRESSIVE)
-    first = writer.write(_batch([1], 1), "insert").instant
+    first = writer.write(batch([1], 1), "insert").instant
     with pytest.raises(BadInputError, match="not a completed commit"):
         savepoint.create(table, "20200101000000000")
     savepoint.create(table, first)
     with pytest.raises(BadInputError, match="already savepointed"):
         savepoint.create(table, first)
-    second = writer.write(_batch([1], 2), "upsert").instant
-    writer.write(_batch([1], 3), "upsert")
+    second = writer.write(batch([1], 2), "upsert").instant
+    writer.write(batch([1], 3), "upsert")
     clean(table, AGGRESSIVE)  # keeps one version: the second's file may be gone
     with pytest.raises(BadInputError, match="kept only the latest file versions"):
         savepoint.create(table, second)
@@ -134,8 +134,8 @@ def test_what_cannot_be_savepointed_is_refused(tmp_path):
 def test_a_savepoint_waits_for_a_pending_clean(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
     writer = LocalWriter(table, coordinator=AGGRESSIVE)
-    first = writer.write(_batch([1], 1), "insert").instant
-    writer.write(_batch([1], 2), "upsert")
+    first = writer.write(batch([1], 1), "insert").instant
+    writer.write(batch([1], 2), "upsert")
     with pytest.raises(SimulatedCrash), simulate("clean.planned"):
         clean(table, AGGRESSIVE)
     with pytest.raises(ConflictError, match="clean"):
@@ -144,7 +144,7 @@ def test_a_savepoint_waits_for_a_pending_clean(tmp_path):
 
 def test_a_savepoint_left_unfinished_is_dropped_by_recovery(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
-    first = LocalWriter(table, coordinator=AGGRESSIVE).write(_batch([1], 1), "insert").instant
+    first = LocalWriter(table, coordinator=AGGRESSIVE).write(batch([1], 1), "insert").instant
     with pytest.raises(SimulatedCrash), simulate("savepoint.inflight"):
         savepoint.create(table, first)
     assert [i.action for i in table.timeline().pending()] == ["savepoint"]
@@ -159,7 +159,7 @@ def test_a_savepoint_left_unfinished_is_dropped_by_recovery(tmp_path):
 
 def test_the_command_line(tmp_path):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
-    first = LocalWriter(table, coordinator=AGGRESSIVE).write(_batch([1, 2], 1), "insert").instant
+    first = LocalWriter(table, coordinator=AGGRESSIVE).write(batch([1, 2], 1), "insert").instant
     made = tandem("savepoint", "create", table.uri, "--user", "me", "--comments", "known good")
     assert made.returncode == 0 and first in made.stdout, made.stderr
     listed = tandem("savepoint", "list", table.uri, "--json")
@@ -176,8 +176,8 @@ def test_a_clean_planned_before_a_savepoint_keeps_its_files(tmp_path):
 
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"])
     writer = LocalWriter(table, coordinator=AGGRESSIVE)
-    first = writer.write(_batch([1, 2], 1), "insert").instant
-    writer.write(_batch([1, 2], 2), "upsert")
+    first = writer.write(batch([1, 2], 1), "insert").instant
+    writer.write(batch([1, 2], 2), "upsert")
     with pytest.raises(SimulatedCrash), simulate("clean.planned"):
         clean(table, AGGRESSIVE)
     names = [f.name for f in table.view(as_of=first).latest_base_files()]
@@ -188,4 +188,4 @@ def test_a_clean_planned_before_a_savepoint_keeps_its_files(tmp_path):
     )
     with pytest.warns(Warning, match="a savepoint keeps them"):
         recover_table(table, AGGRESSIVE, table_lock(table, AGGRESSIVE))
-    assert _files_exist(table, frozenset(names)) and _rows(table.uri, as_of=first) == {1: 1, 2: 1}
+    assert _files_exist(table, frozenset(names)) and rows_at(table.uri, as_of=first) == {1: 1, 2: 1}
