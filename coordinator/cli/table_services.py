@@ -33,8 +33,10 @@ def recover(path: str, lock_uri: str | None, settings: tuple):
     report = run_locked(path, coordinator_config(lock_uri, settings), recover_table)
     for orphan, rollback_time in report.rolled_back.items():
         click.echo(f"rolled back {orphan} (rollback {rollback_time})")
-    for time in report.resumed_rollbacks + report.resumed_cleans:
+    for time in report.resumed_rollbacks + report.resumed_cleans + report.resumed_restores:
         click.echo(f"finished interrupted {time}")
+    for time in report.dropped_savepoints:
+        click.echo(f"dropped savepoint {time}, left unfinished by its creator")
     for time in report.compactions:
         click.echo(f"finished pending compaction {time}")
     if report.stray_files:
