@@ -89,7 +89,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from bench.commit import label
 from bench.report import interleaved, summarize, write_report
+from bench.scale import fsync
 from coordinator.bootstrap.run import FULL_RECORD, METADATA_ONLY, BootstrapRequest, BootstrapResult, bootstrap
 from coordinator.config import CoordinatorConfig, parse_settings
 from coordinator.write.pool import LOCAL_IO_THREADS
@@ -226,14 +228,6 @@ def plain_insert(source: Path, target: Path) -> int:
     reader = source_dataset(source).scanner().to_reader()
     result = LocalWriter(table, coordinator=cli_config()).write(reader, "bulk_insert")
     return len(result.files_written)
-
-
-def fsync(path: Path, folder: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if folder else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def skeleton_tables(source: Path) -> list[tuple[str, str, pa.Table]]:
@@ -488,14 +482,6 @@ def profile(source: Path, target: Path) -> dict[str, Any]:
     result = receive.recv()
     child.join()
     return result
-
-
-def label(where: tuple[str, int, str]) -> str:
-    path, line, name = where
-    if path == "~":
-        return name
-    short = path.split("site-packages" + os.sep)[-1].removeprefix(str(Path(__file__).resolve().parents[1]) + os.sep)
-    return f"{short}:{line}({name})"
 
 
 # --------------------------------------------------------------------------- report
