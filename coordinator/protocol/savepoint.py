@@ -12,7 +12,17 @@ from coordinator.protocol.heartbeat import Heartbeat, heartbeat_path, is_expired
 from timeline.crash_points import crash_point, register
 from timeline.errors import BadInputError, ConflictError
 from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.instant import CLEAN, COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, SAVEPOINT, Instant, State
+from timeline.format.instant import (
+    CLEAN,
+    COMMIT,
+    COMPACTION,
+    DELTA_COMMIT,
+    REPLACE_COMMIT,
+    RESTORE,
+    SAVEPOINT,
+    Instant,
+    State,
+)
 from timeline.format.savepoint_metadata import Savepoint, decode, encode, savepoints
 from timeline.table import Table
 
@@ -73,9 +83,11 @@ def drop_unfinished(table: Table, timeline: ActiveTimeline, expiry_s: float) -> 
 
 
 def _refuse_pending(timeline: ActiveTimeline, time: str) -> None:
-    """An instant at or before S still pending (a write, a compaction, a clean) would change what S reads, or
-    take files the savepoint does not know yet, once it completes."""
-    found = [i for i in timeline.pending() if i.action != SAVEPOINT and (i.time <= time or i.action == CLEAN)]
+    """An instant at or before S still pending (a write, a compaction) would change what S reads once it
+    completes; a pending clean could take files the savepoint does not know yet, a pending restore S itself."""
+    found = [
+        i for i in timeline.pending() if i.action != SAVEPOINT and (i.time <= time or i.action in (CLEAN, RESTORE))
+    ]
     if found:
         raise ConflictError(f"{found[0].time} ({found[0].action}) is pending: savepoint {time} once it completes")
 

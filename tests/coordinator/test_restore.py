@@ -21,7 +21,7 @@ from tests.conftest import tandem
 from tests.coordinator.test_savepoints import AGGRESSIVE as CONFIG
 from tests.coordinator.test_savepoints import batch, rows_at
 from timeline.crash_points import SimulatedCrash, simulate
-from timeline.errors import BadInputError
+from timeline.errors import BadInputError, ConflictError
 from timeline.table import Table
 
 
@@ -82,7 +82,7 @@ POINTS = ["restore.planned", "restore.inflight", "mdt.deltacommit.log", "restore
 def test_a_restore_crashed_anywhere_reads_as_its_savepoint_and_recovery_finishes_it(tmp_path, point):
     table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts")
     writer = LocalWriter(table, coordinator=CONFIG)
-    writer.write(batch([1, 2, 3], 1), "insert")
+    first = writer.write(batch([1, 2, 3], 1), "insert").instant
     kept = writer.write(batch([1], 2), "upsert").instant
     savepoint.create(table, kept)
     writer.write(batch([2, 4], 3), "upsert")
@@ -91,6 +91,9 @@ def test_a_restore_crashed_anywhere_reads_as_its_savepoint_and_recovery_finishes
         restore.restore(table, kept)
     at_savepoint = {1: 2, 2: 1, 3: 1}
     assert rows_at(table.uri) == at_savepoint  # before recovery too
+    if point != "restore.complete":  # no savepoint while a restore is pending
+        with pytest.raises(ConflictError, match="restore"):
+            savepoint.create(table, first)
     report = recover_table(table, CONFIG, table_lock(table, CONFIG))
     assert report.resumed_restores or point == "restore.complete"
     assert rows_at(table.uri) == at_savepoint and not table.timeline().pending()
