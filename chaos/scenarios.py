@@ -221,6 +221,16 @@ def _with_savepoint_behind(base: str) -> None:
     write(base, rows([0], 0), "delete")
 
 
+def _mor_with_savepoint_behind(base: str) -> None:
+    """A merge-on-read table savepointed, then logs over kept slices and a new group, a compaction and logs in
+    its slices: a restore takes every kind of undo (command blocks, removed slices)."""
+    _mor_table(base)
+    run_service(base, lambda t, c, lock: savepoint.create(t, t.timeline().completed_writes()[-1].time, "chaos"))
+    write(base, rows([1, 2, 40], 3), "upsert")
+    run_service(base, _forced_data_compaction)
+    write(base, rows([2, 3], 4), "upsert")
+
+
 def _restore_to_savepoint(table: Table, settings: CoordinatorConfig, lock: LockProvider) -> None:
     with held(lock):
         restore.restore(table, savepoint.listed(table)[0].time)
@@ -310,6 +320,8 @@ SCENARIOS: dict[str, Scenario] = {
                  _mor_table, lambda b: run_service(b, _forced_data_compaction), HUDI_RS_MOR),
         Scenario("mor_clean", "merge-on-read: clean of compacted slices with their logs", _mor_compacted,
                  lambda b: run_service(b, lambda t, c, lock: clean(t, c, lock)), HUDI_RS_MOR),
+        Scenario("mor_restore", "merge-on-read: `tandem restore` past logs, a new group and a compaction",
+                 _mor_with_savepoint_behind, lambda b: run_service(b, _restore_to_savepoint), HUDI_RS_MOR),
         # bootstrap (RFC-12) of a parquet dataset, one scenario per mode (each is one instant)
         Scenario("bootstrap_metadata_only", "metadata-only bootstrap: skeletons, bootstrap index, instant 01",
                  _bootstrap_template, partial(_bootstrap, mode=METADATA_ONLY), HUDI_RS_BOOTSTRAP),

@@ -31,7 +31,7 @@ from timeline.format.file_names import BaseFile, parse_base_file, split_path
 from timeline.format.fs_view import FileSystemView
 from timeline.format.instant import SAVEPOINT
 from timeline.format.savepoint_metadata import savepointed_names
-from timeline.hudi_log import read_blocks
+from timeline.hudi_log import BlockType, read_blocks
 from timeline.io.storage import Storage
 
 SHOWN = 3  # refused paths named in one warning line
@@ -71,6 +71,19 @@ def _log_written_by(storage: Storage, path: str, time: str) -> bool:
     except FileNotFoundError:
         return False
     return bool(blocks) and all(not b.corrupt and b.header.get("INSTANT_TIME") == time for b in blocks)
+
+
+def log_instants(storage: Storage, path: str) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    """(the instants of the log's whole data and delete blocks, (instant, target) of each rollback command block
+    in it); both empty when the log is gone. Damaged bytes name no instant: only a failed write leaves them."""
+    try:
+        blocks = read_blocks(storage.read_bytes(path))
+    except FileNotFoundError:
+        return frozenset(), frozenset()
+    whole = [b for b in blocks if not b.corrupt and "INSTANT_TIME" in b.header]
+    commands = [b for b in whole if b.kind is BlockType.COMMAND_BLOCK and "TARGET_INSTANT_TIME" in b.header]
+    written = frozenset(b.header["INSTANT_TIME"] for b in whole if b.kind is not BlockType.COMMAND_BLOCK)
+    return written, frozenset((b.header["INSTANT_TIME"], b.header["TARGET_INSTANT_TIME"]) for b in commands)
 
 
 def logs_written_by(storage: Storage, time: str, paths: Iterable[str]) -> list[str]:

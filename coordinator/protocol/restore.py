@@ -9,30 +9,55 @@ the instant's) and its timeline files removed, then `<R>.restore` (`HoodieRestor
 readers read the table as of S (`restore_metadata.restoring_to`), the state R leaves, and writers wait; recovery
 finishes a pending restore before anything else (never half way), repeating only what is left. Hudi writes a
 rollback instant per removed instant and deletes them after; Tandem records the rollbacks only in the restore's
-metadata, which is all that remains of Java's too. Copy-on-write tables only: a merge-on-read restore needs
-command blocks for the removed instants' log blocks, not built yet."""
+metadata, which is all that remains of Java's too.
+
+Merge-on-read tables, as Hudi's `MergeOnReadRestoreActionExecutor` leaves them: a slice a removed instant began
+(its base file named for it: an insert's new group, a compaction) goes whole, base file and logs, once every
+block of its logs is proved a removed instant's (a slice's name is never taken again: instant times are unique);
+a kept slice whose logs hold a removed instant's blocks gets a command block rolling that instant back, in a log
+of its own after the slice's logs, before the metadata table's delta commit R (which lists them). A restore
+whose removed slices hold blocks of an instant it keeps is refused: it would lose them."""
 
 from __future__ import annotations
 
 import time as clock
+from dataclasses import dataclass, field
 
-from coordinator.protocol import markers
+from coordinator.protocol import markers, provenance
 from coordinator.protocol.rollback import mirror_deltacommit
 from timeline.crash_points import crash_point, register
 from timeline.errors import BadInputError
 from timeline.format import action_metadata, outcome
 from timeline.format.active_timeline import ActiveTimeline
+from timeline.format.data_logs import parse_log_listing
 from timeline.format.file_names import group_by_partition
-from timeline.format.fs_view import list_base_files
-from timeline.format.instant import RESTORE, SAVEPOINT, WRITE_ACTIONS, Instant, State
+from timeline.format.fs_view import list_table_files, parse_listing
+from timeline.format.instant import LOG_COMPACTION, RESTORE, SAVEPOINT, WRITE_ACTIONS, Instant, State
 from timeline.format.restore_metadata import decode_plan, encode_metadata, encode_plan, restoring_to
+from timeline.mor.rollback_logs import write_rollback_log
 from timeline.table import HEARTBEAT_DIR, Table
 
 PLANNED = register("restore.planned", "<R>.restore.requested written")
 STARTED = register("restore.inflight", "<R>.restore.inflight written")
+COMMANDS_WRITTEN = register(
+    "restore.commands", "command blocks for the removed instants' blocks in kept slices written"
+)
 MDT_MIRRORED = register("restore.mdt", "metadata table delta commit R (the removed files' tombstones) written")
 REMOVED = register("restore.instant", "one instant after the savepoint removed with its files")
 COMPLETED = register("restore.complete", "<R>.restore written")
+
+Slice = tuple[str, str, str]  # (partition, file id, base instant)
+
+
+@dataclass
+class Undo:
+    """What removing the victims takes, from one listing: the files each victim's removal deletes (base files
+    named for it, logs of slices it began), the kept slices holding its blocks, and what is refused."""
+
+    files: dict[str, list[str]]
+    needs_command: dict[tuple[Slice, str], str] = field(default_factory=dict)  # (slice, victim) -> a log of it
+    commanded: dict[tuple[Slice, str], tuple[str, int]] = field(default_factory=dict)  # by R already: path, size
+    shared: list[str] = field(default_factory=list)  # logs of removed slices with blocks of a kept instant
 
 
 def restore(table: Table, savepoint: str) -> str:
@@ -45,8 +70,6 @@ def restore(table: Table, savepoint: str) -> str:
 def schedule(table: Table, savepoint: str) -> Instant:
     """The plan (under the lock); a pending restore to the same savepoint is taken up again, as Hudi does."""
     timeline = table.timeline()
-    if table.config.merge_on_read:
-        raise BadInputError("restore of merge-on-read tables is not supported yet (only copy-on-write ones)")
     saved = [i.time for i in timeline.completed() if i.action == SAVEPOINT]
     if savepoint not in saved:
         raise BadInputError(f"{savepoint} is not a savepoint of {table.uri} (`tandem savepoint list`)")
@@ -58,8 +81,19 @@ def schedule(table: Table, savepoint: str) -> Instant:
         if restoring_to(timeline) != savepoint:
             raise BadInputError(f"a restore to {restoring_to(timeline)} is pending: finish it first (`tandem recover`)")
         return pending[-1]
+    log_compactions = [i.time for i in timeline.instants if i.action == LOG_COMPACTION and i.time > savepoint]
+    if log_compactions:
+        raise BadInputError(f"log compaction(s) {', '.join(log_compactions)} after {savepoint}: Hudi's restore "
+                            "refuses them too; finish or roll them back first")  # fmt: skip
     victims = sorted((i for i in timeline.instants if i.action in WRITE_ACTIONS and i.time > savepoint),
                      key=lambda i: i.time, reverse=True)  # fmt: skip
+    shared = plan_undo(table, {v.time for v in victims}, "").shared
+    if shared:
+        named = ", ".join(shared[:3])
+        raise BadInputError(
+            f"cannot restore to {savepoint}: {len(shared)} log(s) of file slices begun after it hold blocks of "
+            f"instants it keeps (restoring would lose them): {named}"
+        )
     time = table.new_instant_time(timeline)
     requested = timeline.create_requested(Instant(time, RESTORE, State.REQUESTED), encode_plan(savepoint, victims))
     crash_point(PLANNED)
@@ -75,13 +109,21 @@ def resume(table: Table, restore_instant: Instant) -> None:
     if restore_instant.state == State.REQUESTED:
         restore_instant = timeline.transition_to_inflight(restore_instant)
         crash_point(STARTED)
-    present = {(i.time, i.action): i for i in timeline.instants}
-    victims = [present[key] for key in planned if key in present]
-    files = _files_of(table, {v.time for v in victims})
+    present = {i.time: i for i in timeline.instants if i.action in WRITE_ACTIONS}
+    victims = [present[time] for time, _ in planned if time in present]  # the rest went in an earlier attempt
+    undo = plan_undo(table, {time for time, _ in planned}, restore_instant.time)  # those gone wrote blocks too
+    provenance.refuse(undo.shared, "a log of a removed slice holding blocks of a kept instant")
+    commands = _command_blocks(table, restore_instant.time, undo)
     if table.metadata().exists():
-        mirror_deltacommit(table, timeline, restore_instant.time, sorted(p for paths in files.values() for p in paths))
+        deleted = sorted(p for paths in undo.files.values() for p in paths)
+        mirror_deltacommit(
+            table, timeline, restore_instant.time, deleted, {p: size for p, (_, size) in commands.items()}
+        )
         crash_point(MDT_MIRRORED)
-    removed = [(v, _remove(table, timeline, restore_instant.time, v, files[v.time])) for v in victims]
+    removed = []
+    for victim in victims:
+        own = {p: size for p, (target, size) in commands.items() if target == victim.time}
+        removed.append((victim, _remove(table, timeline, restore_instant.time, victim, undo.files[victim.time], own)))
     millis = int((clock.time() - started) * 1000)
     table.timeline().complete(restore_instant, encode_metadata(restore_instant.time, millis, removed))
     crash_point(COMPLETED)
@@ -91,16 +133,56 @@ def pending(timeline: ActiveTimeline) -> list[Instant]:
     return [i for i in timeline.pending() if i.action == RESTORE]
 
 
-def _files_of(table: Table, times: set[str]) -> dict[str, list[str]]:
-    """Each instant's base files, from one listing: a base file's name carries the instant that wrote it."""
-    found: dict[str, list[str]] = {t: [] for t in times}
-    for f in list_base_files(table.storage) if times else []:
-        if f.instant in found:
-            found[f.instant].append(f.path)
+def plan_undo(table: Table, victims: set[str], restore_time: str) -> Undo:
+    """From one listing: every base file named for a victim; on merge-on-read tables every log read, those of
+    slices a victim began deleted with them (unless a kept instant wrote in them: `shared`), and each kept slice
+    holding a victim's blocks noted for a command block (unless restore `restore_time` gave it one already)."""
+    undo = Undo({time: [] for time in victims})
+    listed = list_table_files(table.storage) if victims else []
+    for base in parse_listing(listed):
+        if base.instant in victims:
+            undo.files[base.instant].append(base.path)
+    if not table.config.merge_on_read:
+        return undo
+    for log in parse_log_listing(listed):
+        written, rollbacks = provenance.log_instants(table.storage, log.path)
+        if log.base_instant in victims:
+            if written - victims:
+                undo.shared.append(log.path)
+            else:
+                undo.files[log.base_instant].append(log.path)
+            continue
+        slice_ = (log.partition, log.file_id, log.base_instant)
+        for target in written & victims:
+            undo.needs_command.setdefault((slice_, target), log.path)
+        for instant, target in rollbacks:
+            if instant == restore_time and target in victims:
+                undo.commanded[(slice_, target)] = (log.path, log.size)
+    return undo
+
+
+def _command_blocks(table: Table, restore_time: str, undo: Undo) -> dict[str, tuple[str, int]]:
+    """The restore's command-block logs, path -> (victim, size): those an earlier attempt wrote, and one written
+    now after each kept slice's logs for each victim with blocks there."""
+    found = {path: (key[1], size) for key, (path, size) in undo.commanded.items()}
+    todo = sorted((log, key[1]) for key, log in undo.needs_command.items() if key not in undo.commanded)
+    for log, target in todo:
+        path, size = write_rollback_log(table.storage, log, restore_time, target)
+        found[path] = (target, size)
+    if todo:
+        table.storage.sync_dirs({path.rpartition("/")[0] for path in found})
+        crash_point(COMMANDS_WRITTEN)
     return found
 
 
-def _remove(table: Table, timeline: ActiveTimeline, restore_time: str, victim: Instant, paths: list[str]) -> dict:
+def _remove(
+    table: Table,
+    timeline: ActiveTimeline,
+    restore_time: str,
+    victim: Instant,
+    paths: list[str],
+    commands: dict[str, int],
+) -> dict:
     """Unpublish `victim` (its completed file first: from then on no reader counts it; a pending one is decided
     rolled back first, so its writer can no longer commit it), delete its files, then its other timeline files,
     markers and heartbeat; its rollback metadata for the restore's. The metadata table's housekeeping rolls back
@@ -117,5 +199,8 @@ def _remove(table: Table, timeline: ActiveTimeline, restore_time: str, victim: I
     table.storage.delete_dir(markers.marker_dir(victim.time))
     table.storage.discard(f"{HEARTBEAT_DIR}/{victim.time}")
     crash_point(REMOVED)
-    target = {"commitTime": victim.time, "action": victim.action}
-    return action_metadata.rollback_metadata(restore_time, 0, target, group_by_partition(paths))
+    target = {"commitTime": victim.time, "action": victim.timeline_action}
+    by_partition: dict[str, dict[str, int]] = {}
+    for path, size in commands.items():
+        by_partition.setdefault(path.rpartition("/")[0], {})[path] = size
+    return action_metadata.rollback_metadata(restore_time, 0, target, group_by_partition(paths), by_partition)

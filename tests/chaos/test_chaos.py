@@ -107,7 +107,8 @@ def test_every_crash_state_of_every_scenario_recovers_with_no_violation(full_run
         "insert", "upsert", "delete", "insert_overwrite", "clean", "rollback", "mdt_compaction", "mdt_clean",
         "archival", "index_build", "hudi_upsert", "hudi_rollback", "hudi_mdt_clean", "hudi_index_build",
         "hudi_metadata_create", "hudi_migration", "hudi_savepoint", "hudi_restore", "mor_upsert", "mor_delete",
-        "mor_rollback", "mor_compaction", "mor_clean", "bootstrap_metadata_only", "bootstrap_full_record",
+        "mor_rollback", "mor_compaction", "mor_clean", "mor_restore", "bootstrap_metadata_only",
+        "bootstrap_full_record",
     }  # fmt: skip
     assert full_run["violations"] == 0
     for name, result in scenarios.items():

@@ -13,15 +13,18 @@ import random
 import pytest
 
 from chaos.checker import check_table
-from coordinator.protocol import restore, savepoint
-from coordinator.protocol.locking import table_lock
-from coordinator.services.steps import archive_table, clean, recover_table
-from coordinator.write.writer import LocalWriter
+from coordinator.protocol import compaction_plan, restore, savepoint
+from coordinator.protocol.locking import held, table_lock
+from coordinator.services import data_compaction
+from coordinator.services.steps import archive_table, clean, compact_data, recover_table
+from coordinator.write.writer import LocalWriter, WriteOptions
 from tests.conftest import tandem
 from tests.coordinator.test_savepoints import AGGRESSIVE as CONFIG
 from tests.coordinator.test_savepoints import batch, rows_at
 from timeline.crash_points import SimulatedCrash, simulate
 from timeline.errors import BadInputError, ConflictError
+from timeline.format.data_logs import parse_data_log
+from timeline.hudi_log import BlockType, log_file_name, read_blocks
 from timeline.table import Table
 
 
@@ -30,12 +33,27 @@ def _expected(model: dict[int, int]) -> dict[str, dict]:
 
 
 def _history(table: Table, rng: random.Random, steps: int, model: dict, kept: dict) -> None:
-    writer = LocalWriter(table, coordinator=CONFIG)
+    """Random writes applied to `model`; on merge-on-read tables compactions too, some left pending (planned
+    only); a savepoint of a random write is kept with the model at it."""
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    lock = table_lock(table, CONFIG)
     for _ in range(steps):
         version = max(model.values(), default=0) + 1
-        op = rng.choice(["upsert", "upsert", "delete", "insert", "insert_overwrite"])
+        ops = ["upsert", "upsert", "delete", "insert", "insert_overwrite"]
+        op = rng.choice(ops + ["compact", "plan"] if table.config.merge_on_read else ops)
+        if op == "compact":
+            compact_data(table, CONFIG, lock, force=True)
+            continue
+        if op == "plan":  # a compaction planned and left pending: the writes after it begin its slices
+            with held(lock):
+                compaction_plan.schedule(table, force=True)
+            continue
         ids = rng.sample(range(12), rng.randint(1, 4)) if op != "insert" else [100 + version]
-        result = writer.write(batch(ids, version), op)
+        try:
+            result = writer.write(batch(ids, version), op)
+        except ConflictError:  # an insert_overwrite of groups a pending compaction folds: refused, as it must be
+            assert op == "insert_overwrite" and data_compaction.pending(table)
+            continue
         if op == "insert_overwrite":
             for key in [k for k in model if f"p{k % 3}" in {f"p{i % 3}" for i in ids}]:
                 del model[key]
@@ -45,21 +63,26 @@ def _history(table: Table, rng: random.Random, steps: int, model: dict, kept: di
             else:
                 model[i] = version
         if rng.random() < 0.3:
-            savepoint.create(table, result.instant)
-            kept[result.instant] = dict(model)
+            try:
+                savepoint.create(table, result.instant)
+                kept[result.instant] = dict(model)
+            except ConflictError:  # an instant at or before it still pending (a planned compaction)
+                pass
         clean(table, CONFIG)
-        archive_table(table, CONFIG, table_lock(table, CONFIG))
+        archive_table(table, CONFIG, lock)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_restored_table_reads_as_its_savepoint_and_writes_go_on(tmp_path, seed):
+@pytest.mark.parametrize(  # merge-on-read seeds whose restores delete slices and write command blocks
+    ("table_type", "seed"), [("COPY_ON_WRITE", 1), ("COPY_ON_WRITE", 2), ("COPY_ON_WRITE", 3),
+                             ("MERGE_ON_READ", 5), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 10)])  # fmt: skip
+def test_a_restored_table_reads_as_its_savepoint_and_writes_go_on(tmp_path, seed, table_type):
     rng = random.Random(seed)
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts")
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts", table_type=table_type)
     model: dict[int, int] = {}
     kept: dict[str, dict[int, int]] = {}
     LocalWriter(table, coordinator=CONFIG).write(batch([0, 1, 2], 1), "insert")
     model.update({0: 1, 1: 1, 2: 1})
-    _history(table, rng, 10, model, kept)
+    _history(table, rng, 14, model, kept)
     if not kept:
         return
     target = rng.choice(sorted(kept))
@@ -69,24 +92,31 @@ def test_a_restored_table_reads_as_its_savepoint_and_writes_go_on(tmp_path, seed
     model = dict(kept[target])
     assert rows_at(table.uri) == model
     assert [i.time for i in table.timeline().completed_writes()][-1] == target
-    _history(table, rng, 4, model, {})
+    assert check_table(table, "id", _expected(model), use_hudi=False) == []
+    _history(table, rng, 6, model, {})
     assert rows_at(table.uri) == model
     assert check_table(table, "id", _expected(model), use_hudi=False) == []
 
 
-POINTS = ["restore.planned", "restore.inflight", "mdt.deltacommit.log", "restore.mdt", "restore.instant",
-          "restore.complete"]  # fmt: skip
+POINTS = ["restore.planned", "restore.inflight", "restore.commands", "mdt.deltacommit.log", "restore.mdt",
+          "restore.instant", "restore.complete"]  # fmt: skip
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @pytest.mark.parametrize("point", POINTS)
-def test_a_restore_crashed_anywhere_reads_as_its_savepoint_and_recovery_finishes_it(tmp_path, point):
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts")
-    writer = LocalWriter(table, coordinator=CONFIG)
+def test_a_restore_crashed_anywhere_reads_as_its_savepoint_and_recovery_finishes_it(tmp_path, point, table_type):
+    if point == "restore.commands" and table_type == "COPY_ON_WRITE":
+        pytest.skip("a copy-on-write restore writes no command block")
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts", table_type=table_type)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
     first = writer.write(batch([1, 2, 3], 1), "insert").instant
     kept = writer.write(batch([1], 2), "upsert").instant
     savepoint.create(table, kept)
     writer.write(batch([2, 4], 3), "upsert")
     writer.write(batch([3], 4), "delete")
+    if table.config.merge_on_read:  # a compaction's slice, and logs in it, to remove too
+        assert compact_data(table, CONFIG, table_lock(table, CONFIG), force=True)
+        writer.write(batch([1, 5], 5), "upsert")
     with pytest.raises(SimulatedCrash), simulate(point):
         restore.restore(table, kept)
     at_savepoint = {1: 2, 2: 1, 3: 1}
@@ -98,6 +128,36 @@ def test_a_restore_crashed_anywhere_reads_as_its_savepoint_and_recovery_finishes
     assert report.resumed_restores or point == "restore.complete"
     assert rows_at(table.uri) == at_savepoint and not table.timeline().pending()
     assert check_table(table, "id", _expected(at_savepoint), use_hudi=False) == []
+    commands = [p for p in _files(table) if ".log." in p and _is_command_log(table, p)]
+    assert len(commands) == (2 if table.config.merge_on_read else 0)  # one per kept slice and instant: never twice
+
+
+def _files(table: Table) -> list[str]:
+    return [e.path for e in table.storage.list_files("", recursive=True) if not e.path.startswith(".hoodie")]
+
+
+def _is_command_log(table: Table, path: str) -> bool:
+    return any(b.kind is BlockType.COMMAND_BLOCK for b in read_blocks(table.storage.read_bytes(path)))
+
+
+def test_a_restore_that_would_lose_a_kept_instants_blocks_is_refused(tmp_path):
+    """A log in a slice begun after the savepoint holding a block of an instant it keeps (a Java writer whose
+    logs went to a compaction's slice planned after it began) is never deleted: the restore is refused."""
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts", table_type="MERGE_ON_READ")
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1, 2], 1), "insert")
+    kept = writer.write(batch([1], 2), "upsert").instant
+    savepoint.create(table, kept)
+    compacted = compact_data(table, CONFIG, table_lock(table, CONFIG), force=True)[0]
+    log = next(p for p in _files(table) if ".log." in p and not _is_command_log(table, p))
+    partition, _, name = log.rpartition("/")
+    moved = parse_data_log(partition, name)
+    stray = f"{partition}/{log_file_name(moved.file_id, compacted, 1, '1-0-1')}"
+    table.storage.write_bytes(stray, table.storage.read_bytes(log))  # the kept upsert's block, in slice C
+    before = sorted(_files(table))
+    with pytest.raises(BadInputError, match="would lose them"):
+        restore.restore(table, kept)
+    assert sorted(_files(table)) == before and not table.timeline().pending()
 
 
 def test_what_cannot_be_restored_is_refused(tmp_path):
@@ -111,11 +171,6 @@ def test_what_cannot_be_restored_is_refused(tmp_path):
     savepoint.create(table, second)
     with pytest.raises(BadInputError, match="delete them first"):
         restore.restore(table, first)
-    mor = Table.create(str(tmp_path / "m"), "m", ["id"], ["p"], table_type="MERGE_ON_READ")
-    kept = LocalWriter(mor, coordinator=CONFIG).write(batch([1], 1), "insert").instant
-    savepoint.create(mor, kept)
-    with pytest.raises(BadInputError, match="merge-on-read"):
-        restore.restore(mor, kept)
     refused = tandem("restore", table.uri, "--to", "20200101000000000")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert tandem("restore", table.uri, "--to", second).returncode == 0

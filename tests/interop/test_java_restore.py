@@ -1,6 +1,7 @@
-"""Restores shared with Java Hudi 0.15: Java reads a table Tandem restored as the savepointed instant (metadata
-table on and off); Tandem reads a table Java restored (Java's `rollback_to_savepoint` on a Tandem table, with
-Tandem's savepoint) as that instant and writes on; and Tandem restores a table Java wrote to Java's savepoint."""
+"""Restores shared with Java Hudi 0.15, on both table types: Java reads a table Tandem restored as the savepointed
+instant (metadata table on and off); Tandem reads a table Java restored (Java's `rollback_to_savepoint` on a
+Tandem table, with Tandem's savepoint) as that instant and writes on; and Tandem restores a table Java wrote to
+Java's savepoint."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import pyarrow as pa
 from chaos.checker import check_table
 from coordinator.config import CoordinatorConfig
 from coordinator.protocol import restore, savepoint
-from coordinator.write.writer import LocalWriter
+from coordinator.protocol.locking import table_lock
+from coordinator.services.steps import archive_table, compact_data
+from coordinator.write.writer import LocalWriter, WriteOptions
 from timeline.query.reader import read_plan
 from timeline.query.scan import plan_scan
 from timeline.table import Table
 
 CONFIG = CoordinatorConfig(lock_uri="memory")
+ARCHIVING = CoordinatorConfig(lock_uri="memory", archive_min_commits=2, archive_max_commits=3, commits_retained=1)
 OPTIONS = {
     "hoodie.table.name": "rs",
     "hoodie.datasource.write.recordkey.field": "id",
@@ -87,6 +91,63 @@ def test_tandem_restores_a_table_java_wrote_to_javas_savepoint(java_hudi, tmp_pa
     kept = Table.open(path).timeline().completed_writes()[-1].time
     _sql(java_hudi, path, f"CALL create_savepoint(table => 'rs', commit_time => '{kept}')")
     java_hudi.write(path, _batch([2, 4], 3), "upsert", OPTIONS)
+    table = Table.open(path)
+    restore.restore(table, kept)
+    assert _tandem(path) == _java(java_hudi, path) == _java(java_hudi, path, metadata=False) == AT_SAVEPOINT
+
+
+def _tandem_mor_table(path: str) -> tuple[Table, str]:
+    """A merge-on-read history whose restore takes every kind of undo: logs in a kept slice (command blocks), a
+    new group's base file, a completed compaction's slice and the logs written into it."""
+    table = Table.create(path, "rs", ["id"], ["p"], hive_style=True, precombine_field="ts", table_type="MERGE_ON_READ")
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(_batch([1, 2, 3], 1), "insert")
+    kept = writer.write(_batch([1], 2), "upsert").instant
+    savepoint.create(table, kept)
+    writer.write(_batch([2, 4], 3), "upsert")
+    writer.write(_batch([3], 4), "delete")
+    assert compact_data(table, CONFIG, table_lock(table, CONFIG), force=True)
+    writer.write(_batch([1, 5], 5), "upsert")
+    return table, kept
+
+
+def test_java_reads_a_merge_on_read_table_tandem_restored(java_hudi, tmp_path):
+    table, kept = _tandem_mor_table(str(tmp_path / "t"))
+    restored = restore.restore(table, kept)
+    assert _tandem(table.uri) == AT_SAVEPOINT
+    assert _java(java_hudi, table.uri) == _java(java_hudi, table.uri, metadata=False) == AT_SAVEPOINT
+    LocalWriter(Table.open(table.uri), coordinator=CONFIG).write(_batch([2, 6], 6), "upsert")
+    expected = {**AT_SAVEPOINT, 2: 6, 6: 6}
+    assert _java(java_hudi, table.uri) == _java(java_hudi, table.uri, metadata=False) == _tandem(table.uri) == expected
+    savepoint.delete(table, kept)  # then archival passes the removed instants: only command blocks hide their blocks
+    for version in range(7, 13):
+        LocalWriter(Table.open(table.uri), coordinator=ARCHIVING).write(_batch([6], version), "upsert")
+        archive_table(table, ARCHIVING, table_lock(table, ARCHIVING))
+    assert table.timeline().earliest_write_time() > restored  # every removed instant is older than the timeline
+    expected[6] = 12
+    assert _java(java_hudi, table.uri) == _java(java_hudi, table.uri, metadata=False) == _tandem(table.uri) == expected
+
+
+def test_tandem_reads_a_merge_on_read_table_java_restored(java_hudi, tmp_path):
+    table, kept = _tandem_mor_table(str(tmp_path / "t"))
+    _sql(java_hudi, table.uri, f"CALL rollback_to_savepoint(table => 'rs', instant_time => '{kept}')")
+    assert _java(java_hudi, table.uri) == _tandem(table.uri) == AT_SAVEPOINT
+    LocalWriter(Table.open(table.uri), coordinator=CONFIG).write(_batch([2, 6], 6), "upsert")
+    expected = {**AT_SAVEPOINT, 2: 6, 6: 6}
+    assert _tandem(table.uri) == _java(java_hudi, table.uri) == expected
+    rows = {str(k): {"id": k, "p": f"p{k % 2}", "v": v, "ts": v} for k, v in expected.items()}
+    assert check_table(Table.open(table.uri), "id", rows, use_hudi=False) == []
+
+
+def test_tandem_restores_a_merge_on_read_table_java_wrote(java_hudi, tmp_path):
+    path = str(tmp_path / "t")
+    options = {**OPTIONS, "hoodie.datasource.write.table.type": "MERGE_ON_READ"}
+    java_hudi.write(path, _batch([1, 2, 3], 1), "upsert", options, mode="overwrite")
+    java_hudi.write(path, _batch([1], 2), "upsert", options)
+    kept = Table.open(path).timeline().completed_writes()[-1].time
+    _sql(java_hudi, path, f"CALL create_savepoint(table => 'rs', commit_time => '{kept}')")
+    java_hudi.write(path, _batch([2, 4], 3), "upsert", options)
+    java_hudi.write(path, _batch([3], 4), "delete", options)
     table = Table.open(path)
     restore.restore(table, kept)
     assert _tandem(path) == _java(java_hudi, path) == _java(java_hudi, path, metadata=False) == AT_SAVEPOINT

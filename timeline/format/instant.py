@@ -66,12 +66,15 @@ class Instant:
         return self.state == State.COMPLETED
 
     @property
+    def timeline_action(self) -> str:
+        """The action as Hudi's timeline loads it: a completed compaction is a commit."""
+        return COMMIT if self.action == COMPACTION and self.is_completed else self.action
+
+    @property
     def file_name(self) -> str:
         """The file this instant is stored in, as Hudi 0.14 names it."""
         if self.state == State.COMPLETED:
-            # A completed compaction is a commit on the timeline.
-            action = COMMIT if self.action == COMPACTION else self.action
-            return f"{self.time}.{action}"
+            return f"{self.time}.{self.timeline_action}"
         if self.state == State.REQUESTED:
             return f"{self.time}.{self.action}.requested"
         if self.action == COMMIT:

@@ -56,7 +56,7 @@ _METADATA = fastavro.parse_schema(METADATA_SCHEMA)
 def encode_plan(savepoint: str, victims: Sequence[Instant]) -> bytes:
     """The plan: the instants after the savepoint to roll back, newest first."""
     record = {
-        "instantsToRollback": [{"commitTime": i.time, "action": i.action} for i in victims],
+        "instantsToRollback": [{"commitTime": i.time, "action": i.timeline_action} for i in victims],
         "version": 2,
         "savepointToRestoreTimestamp": savepoint,
     }
@@ -84,7 +84,7 @@ def encode_metadata(restore: str, millis: int, rolled_back: Sequence[tuple[Insta
         "instantsToRollback": [i.time for i, _ in rolled_back],
         "hoodieRestoreMetadata": {i.time: [metadata] for i, metadata in rolled_back},
         "version": 1,
-        "restoreInstantInfo": [{"commitTime": i.time, "action": i.action} for i, _ in rolled_back],
+        "restoreInstantInfo": [{"commitTime": i.time, "action": i.timeline_action} for i, _ in rolled_back],
     }
     return _container(_METADATA, record)
 
