@@ -28,7 +28,7 @@ from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.data_logs import DataLog
 from timeline.format.file_names import BaseFile, group_by_partition
 from timeline.format.fs_view import FileSystemView
-from timeline.format.instant import CLEAN, Instant, State
+from timeline.format.instant import CLEAN, SAVEPOINT, Instant, State
 from timeline.format.savepoint_metadata import savepointed_names
 from timeline.table import Table
 
@@ -91,12 +91,21 @@ def schedule(table: Table, policy: str, retained: int) -> Instant | None:
     time = table.new_instant_time(timeline)
     by_partition = group_by_partition(paths)
     retain = {"timestamp": earliest, "action": "commit"} if earliest else None
-    plan = action_metadata.clean_plan(policy, retain, by_partition)
+    plan = action_metadata.clean_plan(policy, retain, by_partition, _savepointed(table, timeline))
     requested = timeline.create_requested(
         Instant(time, CLEAN, State.REQUESTED), avro_metadata.encode("HoodieCleanerPlan", plan)
     )
     crash_point(PLANNED)
     return requested
+
+
+def _savepointed(table: Table, timeline: ActiveTimeline) -> dict[str, str]:
+    """Java's `savepointed_timestamps` (partitioned tables with completed savepoints): its incremental cleaner
+    compares the last clean's list with the savepoints, to scan again the partitions of a deleted one."""
+    saved = [i.time for i in timeline.completed() if i.action == SAVEPOINT]
+    if not saved or not table.config.partition_fields:
+        return {}
+    return {action_metadata.SAVEPOINTED_TIMESTAMPS: ",".join(saved)}
 
 
 def files_being_cleaned(timeline: ActiveTimeline) -> set[str]:
@@ -150,6 +159,9 @@ def _finish(table: Table, clean_instant: Instant, plan: dict, per_partition: dic
     writes = [i.time for i in timeline.completed_writes()]
     millis = int((clock.time() - started) * 1000)
     last = writes[-1] if writes else ""
-    metadata = action_metadata.clean_metadata(plan["policy"], clean_instant.time, millis, earliest, last, per_partition)
+    extra = plan.get("extraMetadata")
+    metadata = action_metadata.clean_metadata(
+        plan["policy"], clean_instant.time, millis, earliest, last, per_partition, extra
+    )
     timeline.complete(clean_instant, avro_metadata.encode("HoodieCleanMetadata", metadata))
     crash_point(COMPLETED)

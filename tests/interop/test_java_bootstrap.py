@@ -1,7 +1,8 @@
 """Java Hudi 0.15 is the judge of Tandem's bootstrap (RFC-12): it reads a table Tandem bootstrapped (each mode,
 and mixed) as exactly the source's rows, with and without the metadata table, filtered by partition and data
 columns with data skipping on; it reads the same rows as Tandem after Tandem's upserts and deletes and after its
-own upsert into the table; and Tandem reads a table Java bootstrapped as Java does."""
+own upsert into the table; both read a bootstrapped table Tandem restored to a savepoint as it; and Tandem reads
+a table Java bootstrapped as Java does."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from coordinator.bootstrap.run import FULL_RECORD, METADATA_ONLY, BootstrapRequest, bootstrap
 from coordinator.config import CoordinatorConfig
+from coordinator.protocol import restore, savepoint
 from coordinator.write.writer import LocalWriter
 from tests.coordinator.test_bootstrap import SCHEMA, table_rows, write_source
 from timeline.table import Table
@@ -103,3 +105,33 @@ def test_tandem_reads_a_table_java_bootstrapped(java_hudi, tmp_path):
     assert java_rows(java_hudi, path) == expected
     assert table_rows(path) == expected
     assert table_rows(path, "city = 'a' AND v > 0.3") == _filtered(expected, "city = 'a' AND v > 0.3")
+
+
+@pytest.mark.parametrize(("mode", "saved"), [(METADATA_ONLY, "bootstrap"), (METADATA_ONLY, "upsert"),
+                                             (FULL_RECORD, "upsert")])  # fmt: skip
+def test_a_bootstrapped_table_restored_reads_as_its_savepoint_in_java_and_tandem(java_hudi, tmp_path, mode, saved):
+    """Restore past writes that rewrote skeleton groups: the skeletons and their source join come back."""
+    write_source(str(tmp_path / "src"), {"city=a": [3, 2], "city=b": [4]})
+    path = str(tmp_path / "t")
+    done = bootstrap(BootstrapRequest(str(tmp_path / "src"), path, ["id"], mode=mode, precombine="ts", name="boot"),
+                     CONFIG)  # fmt: skip
+    table = Table.open(path)
+    writer = LocalWriter(table, coordinator=CONFIG)
+    schema = SCHEMA.append(pa.field("city", pa.string()))
+    kept = done.instants[-1]
+    if saved == "upsert":
+        row = {"id": 1, "name": "u", "v": 9.0, "ts": 2, "city": "a"}
+        kept = writer.write(pa.Table.from_pylist([row], schema), "upsert").instant
+    savepoint.create(table, kept)
+    expected = table_rows(path)
+    later = [
+        {"id": 0, "name": "w", "v": 7.0, "ts": 3, "city": "a"},
+        {"id": 30, "name": "x", "v": 1.0, "ts": 3, "city": "b"},
+    ]
+    writer.write(pa.Table.from_pylist(later, schema), "upsert")
+    writer.write(pa.Table.from_pylist([{"id": 2, "name": "", "v": 0.0, "ts": 3, "city": "b"}], schema), "delete")
+    assert table_rows(path) != expected
+    restore.restore(Table.open(path), kept)
+    assert table_rows(path) == expected
+    assert java_rows(java_hudi, path) == java_rows(java_hudi, path, options={"hoodie.metadata.enable": "false"})
+    assert java_rows(java_hudi, path) == expected

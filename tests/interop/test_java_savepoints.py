@@ -98,3 +98,36 @@ def test_tandem_honours_a_savepoint_java_made(java_hudi, tmp_path):
     assert found.names <= present
     assert Table.open(path).timeline().earliest_time() <= first
     assert _tandem(path, as_of=first) == _java(java_hudi, path, as_of=first) == {1: 1, 2: 1, 3: 1}
+
+
+def test_javas_incremental_clean_takes_a_deleted_savepoints_files(java_hudi, tmp_path):
+    """Tandem's cleans record `savepointed_timestamps` as Java's do: once the savepoint is deleted, Java's
+    incremental cleaner scans its partitions again, though no commit since touched them, and takes its files."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, "sp", ["id"], ["p"], hive_style=True, precombine_field="ts")
+    by_commits = CoordinatorConfig(lock_uri="memory", clean_policy="KEEP_LATEST_COMMITS", commits_retained=1)
+    writer = LocalWriter(table, coordinator=by_commits)
+    saved = writer.write(_batch([1, 2], 1), "upsert").instant
+    made = savepoint.create(table, saved)
+    for version in (2, 3):
+        writer.write(_batch([1, 2], version), "upsert")
+    writer.write(_batch([2], 4), "upsert")  # p0 only from here on
+    writer.write(_batch([2], 5), "upsert")
+    assert clean(table, by_commits)
+    odd = {name for name in made.names if "p=p1" in _dir_of(table, name)}
+    assert odd and odd <= _base_names(path), "the savepoint kept its p1 file"
+    savepoint.delete(table, saved)
+    java_cleans = {**OPTIONS, "hoodie.clean.automatic": "true", "hoodie.clean.max.commits": "1",
+                   "hoodie.cleaner.policy": "KEEP_LATEST_COMMITS", "hoodie.cleaner.commits.retained": "1"}  # fmt: skip
+    for version in (6, 7):
+        java_hudi.write(path, _batch([2], version), "upsert", java_cleans)
+    assert not odd & _base_names(path), "Java's incremental clean scanned the deleted savepoint's partition"
+    assert _java(java_hudi, path) == _tandem(path) == {1: 3, 2: 7}
+
+
+def _base_names(path: str) -> set[str]:
+    return {f.name for f in Table.open(path).storage_view().all_base_files()}
+
+
+def _dir_of(table: Table, name: str) -> str:
+    return next(f.partition for f in table.storage_view().all_base_files() if f.name == name)

@@ -15,9 +15,17 @@ def _name(path: str) -> str:
     return path.rpartition("/")[2]
 
 
-def clean_plan(policy: str, earliest: Mapping[str, str] | None, paths: Mapping[str, Sequence[str]]) -> dict:
+SAVEPOINTED_TIMESTAMPS = "savepointed_timestamps"  # CleanerUtils.SAVEPOINTED_TIMESTAMPS
+
+
+def clean_plan(
+    policy: str,
+    earliest: Mapping[str, str] | None,
+    paths: Mapping[str, Sequence[str]],
+    extra: Mapping[str, str] | None = None,
+) -> dict:
     """`HoodieCleanerPlan`: the paths to delete per partition, and the earliest instant retained
-    (`{"timestamp", "action"}`, completed) when the policy has one."""
+    (`{"timestamp", "action"}`, completed) when the policy has one; `extra`: its `extraMetadata`."""
     return {
         "earliestInstantToRetain": {**earliest, "state": "COMPLETED"} if earliest else None,
         "policy": policy,
@@ -28,6 +36,7 @@ def clean_plan(policy: str, earliest: Mapping[str, str] | None, paths: Mapping[s
             for partition, files in paths.items()
         },
         "partitionsToBeDeleted": None,
+        "extraMetadata": dict(extra) if extra else None,
     }
 
 
@@ -38,9 +47,10 @@ def clean_metadata(
     earliest: str,
     last_completed: str,
     deleted: Mapping[str, Sequence[str]],
+    extra: Mapping[str, str] | None = None,
 ) -> dict:
     """`HoodieCleanMetadata` of clean `started`: the paths deleted per partition, recorded by file name as Hudi
-    records them."""
+    records them; `extra`: its `extraMetadata` (the plan's, as Java copies it)."""
     return {
         "policy": policy,
         "startCleanTime": started,
@@ -61,6 +71,7 @@ def clean_metadata(
         },
         "version": CLEAN_PLAN_VERSION,
         "bootstrapPartitionMetadata": None,
+        "extraMetadata": dict(extra) if extra else None,
     }
 
 

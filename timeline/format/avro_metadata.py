@@ -74,6 +74,7 @@ CLEANER_PLAN = {
             "default": None,
         },
         {"name": "partitionsToBeDeleted", "type": ["null", {"type": "array", "items": "string"}], "default": None},
+        {"name": "extraMetadata", "type": ["null", {"type": "map", "values": "string"}], "default": None},
     ],
 }
 
@@ -109,6 +110,7 @@ CLEAN_METADATA = {
             "type": ["null", {"type": "map", "values": "HoodieCleanPartitionMetadata"}],
             "default": None,
         },
+        {"name": "extraMetadata", "type": ["null", {"type": "map", "values": "string"}], "default": None},
     ],
 }
 
