@@ -107,7 +107,8 @@ def roll_back_orphans(
     for instant in restore_service.pending(timeline):  # first: its victims must not be rolled forward
         restore_service.resume(table, instant)
         report.resumed_restores.append(instant.time)
-    if report.resumed_restores:
+    report.stray_files += restore_service.sweep_restored_away(table, timeline)
+    if report.resumed_restores or timeline.restored_away:
         timeline = table.timeline()
     pending = timeline.pending()
     for instant in pending:

@@ -129,6 +129,26 @@ def resume(table: Table, restore_instant: Instant) -> None:
     crash_point(COMPLETED)
 
 
+def sweep_restored_away(table: Table, timeline: ActiveTimeline) -> list[str]:
+    """Under the lock: what a writer that lost its lock left of an instant a completed restore removed (it
+    completed, or wrote files, after the restore took it): the instant's timeline files, the base files named
+    for it and the logs of slices it began (the restore's plan names it: proof), and a command block after
+    its blocks in kept slices, for Java's readers. Readers never count it meanwhile (the timeline drops it)."""
+    if not timeline.restored_away:
+        return []
+    gone = {i.time for i in timeline.restored_away}
+    undo = plan_undo(table, gone, "")
+    _command_blocks(table, table.new_instant_time(timeline), undo)
+    swept = sorted(p for paths in undo.files.values() for p in paths)
+    for path in swept:
+        table.storage.discard(path)
+    for instant in timeline.restored_away:
+        outcome.forget(table.storage, instant.time)
+        timeline.delete_instant_files(instant.time, instant.action)
+        swept.append(timeline.path(instant))
+    return swept
+
+
 def pending(timeline: ActiveTimeline) -> list[Instant]:
     return [i for i in timeline.pending() if i.action == RESTORE]
 
@@ -191,8 +211,8 @@ def _remove(
     if victim.is_completed:  # its commit decision goes too: the metadata table then takes its delta commit as failed
         table.storage.discard(timeline.path(victim))
         outcome.forget(table.storage, victim.time)
-    else:
-        outcome.claim(table.storage, victim.time, outcome.ROLLBACK)
+    elif outcome.claim(table.storage, victim.time, outcome.ROLLBACK).is_commit:  # decided, not yet completed
+        outcome.forget(table.storage, victim.time)  # if its writer completes it still, the timeline drops it
     for path in paths:
         table.storage.discard(path)
     timeline.delete_instant_files(victim.time, victim.action)

@@ -23,7 +23,9 @@ from tests.coordinator.test_savepoints import AGGRESSIVE as CONFIG
 from tests.coordinator.test_savepoints import batch, rows_at
 from timeline.crash_points import SimulatedCrash, simulate
 from timeline.errors import BadInputError, ConflictError
+from timeline.format import outcome
 from timeline.format.data_logs import parse_data_log
+from timeline.format.instant import State
 from timeline.hudi_log import BlockType, log_file_name, read_blocks
 from timeline.table import Table
 
@@ -174,3 +176,30 @@ def test_what_cannot_be_restored_is_refused(tmp_path):
     refused = tandem("restore", table.uri, "--to", "20200101000000000")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert tandem("restore", table.uri, "--to", second).returncode == 0
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_writer_that_completes_after_a_restore_removed_its_instant_counts_for_nothing(tmp_path, table_type):
+    """A writer claims its commit decision, loses its lock, and a restore removes its instant; when it wakes it
+    writes its completed file as it would (it holds the decision's payload). The timeline drops the instant
+    (a completed restore's plan names it) and recovery deletes what it left."""
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts", table_type=table_type)
+    writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
+    writer.write(batch([1, 2, 3], 1), "insert")
+    kept = writer.write(batch([1], 2), "upsert").instant
+    savepoint.create(table, kept)
+    with pytest.raises(SimulatedCrash), simulate("commit.decided"):
+        writer.write(batch([2, 4], 3), "upsert")
+    (zombie,) = [i for i in table.timeline().pending() if i.time > kept]
+    payload = outcome.read(table.storage, zombie.time).payload
+    restore.restore(table, kept)
+    table.timeline().complete_decided(zombie, payload)  # the writer wakes
+    assert table.storage.exists(f".hoodie/{zombie.with_state(State.COMPLETED).file_name}")
+    assert table.timeline().find(zombie.time) is None
+    at_savepoint = {1: 2, 2: 1, 3: 1}
+    assert rows_at(table.uri) == at_savepoint
+    report = recover_table(table, CONFIG, table_lock(table, CONFIG))
+    assert f".hoodie/{zombie.with_state(State.COMPLETED).file_name}" in report.stray_files
+    assert not [e for e in table.storage.list_dir(".hoodie") if e.base_name.startswith(zombie.time)]
+    assert rows_at(table.uri) == at_savepoint
+    assert check_table(table, "id", _expected(at_savepoint), use_hudi=False) == []

@@ -55,6 +55,7 @@ class ActiveTimeline:
     meta_dir: str
     instants: list[Instant]
     listed: dict[str, tuple[int, int]] = field(default_factory=dict)  # file name -> (size, mtime ns) as listed
+    restored_away: list[Instant] = field(default_factory=list)  # files of instants a completed restore removed
 
     @staticmethod
     def load(storage: Storage, meta_dir: str = ".hoodie") -> ActiveTimeline:
@@ -76,7 +77,29 @@ class ActiveTimeline:
             if current is None or rank[instant.state] > rank[current.state]:
                 latest[(instant.time, instant.action)] = instant
         merged = _merge_compaction_commits(latest)  # one instant per (time, action): that key is their order
-        return ActiveTimeline(storage, meta_dir, sorted(merged, key=lambda i: (i.time, i.action)), listed)
+        timeline = ActiveTimeline(storage, meta_dir, sorted(merged, key=lambda i: (i.time, i.action)), listed)
+        removed = timeline._restored_times()
+        if removed:
+            timeline.restored_away = [i for i in timeline.instants if i.action in WRITE_ACTIONS and i.time in removed]
+            timeline.instants = [i for i in timeline.instants if i not in timeline.restored_away]
+        return timeline
+
+    def _restored_times(self) -> set[str]:
+        """Instants the plans of completed restores name: gone for good. A writer that lost its lock after its
+        commit decision may still write its completed file once the restore removed it; that file counts for
+        nothing (recovery deletes it). A damaged plan is reported and fences nothing."""
+        removed: set[str] = set()
+        for instant in self.instants:
+            if instant.action != RESTORE or not instant.is_completed:
+                continue
+            requested = instant.with_state(State.REQUESTED)
+            try:
+                plan = avro_metadata.decode(self.read(requested), self.path(requested))
+            except (CorruptInstantError, FileNotFoundError) as err:
+                warnings.warn(f"restore {instant.time}'s plan unreadable: {err}", DamagedInstantWarning, stacklevel=4)
+                continue
+            removed.update(i.get("commitTime") for i in plan.get("instantsToRollback") or [])
+        return removed
 
     def reload(self) -> ActiveTimeline:
         return ActiveTimeline.load(self.storage, self.meta_dir)
@@ -225,11 +248,11 @@ class ActiveTimeline:
 
     # content -------------------------------------------------------------------
     def read(self, instant: Instant) -> bytes:
-        """An instant file's bytes; a completed instant or a compaction plan (written once by a
+        """An instant file's bytes; a completed instant, a compaction or restore plan (written once by a
         create-if-absent, never changed) once per process while listings show it unchanged."""
         path = self.path(instant)
         listed = self.listed.get(instant.file_name)
-        if listed is None or not listed[1] or not (instant.is_completed or instant.action == COMPACTION):
+        if listed is None or not listed[1] or not (instant.is_completed or instant.action in (COMPACTION, RESTORE)):
             return self.storage.read_bytes(path)
         return _cached_read(self.storage, path, listed)
 
