@@ -5,7 +5,7 @@ reliably builds the state in which a lock is liveness and never safety: a holder
 that lost its lock without knowing it. A lost-lock schedule builds exactly that
 state at one crash point P:
 
-  1. process A (a writer, `tandem recover` or `tandem clean`) runs with
+  1. process A (a writer, `tandem recover`, `tandem clean`, `tandem compact` or `tandem restore`) runs with
      `TANDEM_PAUSE_AT=P` and stops itself there while it holds the lock;
   2. its lock lapses: the lease (file, DynamoDB) or ZooKeeper session runs out
      while A is frozen (`expiry`), or an operator frees it with
@@ -88,7 +88,15 @@ DATA_COMPACTION_POINTS = (  # a merge-on-read table's compaction: planned and co
     "compaction.data.mdt",
     "compaction.data.complete",
 )
-POINTS = WRITER_POINTS + ROLLBACK_POINTS + CLEAN_POINTS + COMPACTION_POINTS + DATA_COMPACTION_POINTS
+RESTORE_POINTS = (  # `tandem restore`: all of it under the lock
+    "restore.planned",
+    "restore.inflight",
+    "restore.commands",
+    "restore.mdt",
+    "restore.instant",
+    "restore.complete",
+)
+POINTS = WRITER_POINTS + ROLLBACK_POINTS + CLEAN_POINTS + COMPACTION_POINTS + DATA_COMPACTION_POINTS + RESTORE_POINTS
 COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
 TABLE_TYPES = (COPY_ON_WRITE, MERGE_ON_READ)
 CONTRACT_EXITS = (0, 3, 4)  # done, aborted by a conflict, lock not had or lost: what a lost lock may end in
@@ -164,20 +172,22 @@ class Schedule:
     @property
     def actor(self) -> str:
         """What process A is: a writer, `tandem recover` (of an orphan), `tandem clean` or `tandem compact`."""
-        kinds = {"commit": "writer", "rollback": "recover", "clean": "clean", "mdt": "compact", "compaction": "compact"}
+        kinds = {"commit": "writer", "rollback": "recover", "clean": "clean", "mdt": "compact", "compaction": "compact",
+                 "restore": "restore"}  # fmt: skip
         return kinds[self.point.split(".")[0]]
 
 
 def plan(
     providers: list[str], points: list[str], variants: list[str], table_types: tuple[str, ...] = (COPY_ON_WRITE,)
 ) -> list[Schedule]:
-    """Every combination; a data compaction's points only on merge-on-read tables (the only ones it runs on)."""
+    """Every combination; a data compaction's points, and a restore's command blocks, only on merge-on-read
+    tables (the only ones they happen on)."""
     return [
         Schedule(p, point, v, kind)
         for kind in table_types
         for p in providers
         for point in points
-        if kind == MERGE_ON_READ or point not in DATA_COMPACTION_POINTS
+        if kind == MERGE_ON_READ or (point not in DATA_COMPACTION_POINTS and point != "restore.commands")
         for v in variants
     ]
 
@@ -255,14 +265,22 @@ def _let_lock_lapse(run: Run, variant: str) -> None:
 
 
 def _prepare(run: Run, schedule: Schedule) -> list[Write]:
-    """The table's history before A: an insert; two upserts for a clean or a compaction (on a merge-on-read
-    table, logs); an orphan for a rollback."""
+    """The table's history before A (the writes a reader must see once A is done): an insert; two upserts for
+    a clean or a compaction (on a merge-on-read table, logs); an orphan for a rollback; for a restore, the
+    insert savepointed and an upsert after it (which the restore removes)."""
     Table.create(run.base, TABLE_NAME, ["id"], ["part"], table_type=schedule.table_type)
     history = [run.setup_write("seed", "insert")]
     if schedule.actor in ("clean", "compact"):
         history += [run.setup_write("u1", "upsert"), run.setup_write("u2", "upsert")]
     if schedule.actor == "recover":
         history.append(run.orphan_write("orphan"))
+    if schedule.actor == "restore":
+        done = run.run(
+            ["savepoint", "create", run.base, "--instant", history[0].instant or "", *run.coordinator_args()]
+        )
+        if done.returncode != 0:
+            raise ScheduleError(f"tandem savepoint create exited {done.returncode}: {last_line(done.stderr)}")
+        run.setup_write("u1", "upsert")  # removed by the restore: not in the history a reader must see
     return history
 
 
@@ -273,6 +291,9 @@ def _start_a(run: Run, schedule: Schedule) -> subprocess.Popen:
         args = ["recover", run.base, *run.coordinator_args()]
     elif schedule.actor == "compact":
         args = ["compact", run.base, *run.coordinator_args()]
+    elif schedule.actor == "restore":
+        saved = Table.open(run.base).timeline().completed_writes()[0].time
+        args = ["restore", run.base, "--to", saved, *run.coordinator_args()]
     else:
         args = ["clean", run.base, "--policy", "KEEP_LATEST_FILE_VERSIONS", "--retained", "1", *run.coordinator_args()]
     return run.start(args, pause_at=schedule.point)

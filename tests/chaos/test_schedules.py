@@ -5,7 +5,7 @@ its lease or session expires (or an operator force-releases its lock); writer B
 commits the same file groups; A resumes; `tandem recover`; then DESIGN §8 and
 the history check (acknowledged writes survive in instant order, unacknowledged
 ones stay invisible). The file lock runs every point of the commit path and one
-of each table service (every locked point in `make chaos`); ZooKeeper and
+of each table service and restore (every locked point in `make chaos`); ZooKeeper and
 DynamoDB a representative subset; force-release runs on every provider. The
 schedules run a few at a time in one module fixture (most of a schedule is
 waiting for a lease to pass) and each is its own test item.
@@ -60,6 +60,9 @@ SCHEDULES = (
     + plan(["zookeeper", "dynamodb"], list(REPRESENTATIVE_POINTS), ["expiry", "force-release"])
     # merge-on-read: a writer's logs and a data compaction (planned, written outside the lock, completed)
     + plan(["file"], ["commit.locked", "commit.mdt", *DATA_COMPACTION_POINTS], ["expiry"], (MERGE_ON_READ,))
+    # a restore frozen once its plan is written and once its command blocks are (B finishes it, then writes)
+    + plan(["file"], ["restore.mdt"], ["expiry"])
+    + plan(["file"], ["restore.commands"], ["expiry"], (MERGE_ON_READ,))
 )
 
 
