@@ -34,7 +34,7 @@ def _expected(model: dict[int, int]) -> dict[str, dict]:
     return {str(k): {"id": k, "p": f"p{k % 3}", "v": v, "ts": v} for k, v in model.items()}
 
 
-def _history(table: Table, rng: random.Random, steps: int, model: dict, kept: dict) -> None:
+def random_history(table: Table, rng: random.Random, steps: int, model: dict, kept: dict) -> None:
     """Random writes applied to `model`; on merge-on-read tables compactions too, some left pending (planned
     only); a savepoint of a random write is kept with the model at it."""
     writer = LocalWriter(table, WriteOptions(small_file_limit=0), CONFIG)
@@ -84,7 +84,7 @@ def test_a_restored_table_reads_as_its_savepoint_and_writes_go_on(tmp_path, seed
     kept: dict[str, dict[int, int]] = {}
     LocalWriter(table, coordinator=CONFIG).write(batch([0, 1, 2], 1), "insert")
     model.update({0: 1, 1: 1, 2: 1})
-    _history(table, rng, 14, model, kept)
+    random_history(table, rng, 14, model, kept)
     if not kept:
         return
     target = rng.choice(sorted(kept))
@@ -95,7 +95,7 @@ def test_a_restored_table_reads_as_its_savepoint_and_writes_go_on(tmp_path, seed
     assert rows_at(table.uri) == model
     assert [i.time for i in table.timeline().completed_writes()][-1] == target
     assert check_table(table, "id", _expected(model), use_hudi=False) == []
-    _history(table, rng, 6, model, {})
+    random_history(table, rng, 6, model, {})
     assert rows_at(table.uri) == model
     assert check_table(table, "id", _expected(model), use_hudi=False) == []
 

@@ -5,7 +5,10 @@ Java's savepoint."""
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
+import pytest
 
 from chaos.checker import check_table
 from coordinator.config import CoordinatorConfig
@@ -13,6 +16,11 @@ from coordinator.protocol import restore, savepoint
 from coordinator.protocol.locking import table_lock
 from coordinator.services.steps import archive_table, compact_data
 from coordinator.write.writer import LocalWriter, WriteOptions
+from tests.coordinator.test_connectors import hudi_rows
+from tests.coordinator.test_restore import CONFIG as RANDOM
+from tests.coordinator.test_restore import random_history
+from tests.coordinator.test_savepoints import batch as random_batch
+from tests.coordinator.test_savepoints import rows_at
 from timeline.query.reader import read_plan
 from timeline.query.scan import plan_scan
 from timeline.table import Table
@@ -151,3 +159,44 @@ def test_tandem_restores_a_merge_on_read_table_java_wrote(java_hudi, tmp_path):
     table = Table.open(path)
     restore.restore(table, kept)
     assert _tandem(path) == _java(java_hudi, path) == _java(java_hudi, path, metadata=False) == AT_SAVEPOINT
+
+
+@pytest.mark.parametrize(("table_type", "seed"), [("COPY_ON_WRITE", 4), ("MERGE_ON_READ", 8)])
+def test_random_savepoint_clean_archival_restore_histories_read_alike_in_java_hudi_rs_and_tandem(
+    java_hudi, tmp_path, table_type, seed
+):
+    """Random writes (upserts, deletes, inserts, insert_overwrite; compactions, some left pending, on
+    merge-on-read), savepoints, the most aggressive clean and archival, then a restore to a random savepoint
+    and more of the same: after each phase Java (metadata table on and off), hudi-rs (copy-on-write: it merges
+    no merge-on-read table without a precombine field the way Java does) and Tandem read the model, and every
+    savepoint kept reads as the model at it, by time travel, in Java and Tandem."""
+    rng = random.Random(seed)
+    path = str(tmp_path / "t")
+    table = Table.create(path, "rs", ["id"], ["p"], precombine_field="ts", table_type=table_type, hive_style=True)
+    LocalWriter(table, coordinator=RANDOM).write(random_batch([0, 1, 2], 1), "insert")
+    model: dict[int, int] = {0: 1, 1: 1, 2: 1}
+    kept: dict[str, dict[int, int]] = {}
+    random_history(table, rng, 14, model, kept)
+    _three_readers_agree(java_hudi, table, model, kept)
+    assert kept, "the seed savepoints something"
+    target = rng.choice(sorted(kept))
+    for later in [t for t in kept if t > target]:
+        savepoint.delete(table, later)
+        del kept[later]
+    restore.restore(table, target)
+    model = dict(kept[target])
+    _three_readers_agree(java_hudi, table, model, kept)
+    random_history(table, rng, 6, model, kept)
+    _three_readers_agree(java_hudi, table, model, kept)
+
+
+def _three_readers_agree(java_hudi, table: Table, model: dict[int, int], kept: dict[str, dict[int, int]]) -> None:
+    path = table.uri
+    assert _tandem(path) == model
+    assert _java(java_hudi, path) == _java(java_hudi, path, metadata=False) == model
+    if not table.config.merge_on_read:
+        rows = hudi_rows(path).select(["id", "v"]).to_pylist()
+        assert {r["id"]: r["v"] for r in rows} == model
+    for saved, at in kept.items():
+        java_at = java_hudi.read(path, "as_of", as_of=saved).select(["id", "v"]).to_pylist()
+        assert {r["id"]: r["v"] for r in java_at} == rows_at(path, saved) == at, saved
