@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint chaos bench system-deps hudi-reference
+.PHONY: demo test lint chaos bench system-deps hudi-reference trino
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,6 +19,10 @@ system-deps:
 hudi-reference: system-deps
 	bash scripts/install-hudi-reference.sh
 
+# A real Trino (its Hudi connector) for the RFC-40 tests, cached outside the repo (~/.cache/tandem/trino).
+trino:
+	bash scripts/install-trino.sh
+
 demo: $(STAMP) system-deps
 	$(VENV)/bin/tandem demo
 
@@ -28,7 +32,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(PY) scripts/check_imports.py
 
-test: $(STAMP) system-deps hudi-reference lint
+test: $(STAMP) system-deps hudi-reference trino lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=40
 	$(MAKE) test-lowest
 

@@ -140,3 +140,110 @@ def relay(handler: BaseHTTPRequestHandler, port: int, body: bytes, headers: dict
     if handler.command != "HEAD":
         handler.wfile.write(data)
     return response.status
+
+
+TRINO_MANIFEST = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tandem" / "trino" / "trino.json"
+TRINO_CATALOG = "hudi"
+TRINO_JVM = ("-Xmx1G", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:+ExitOnOutOfMemoryError",
+             "-Djdk.attach.allowAttachSelf=true", "-XX:+EnableDynamicAgentLoading")  # fmt: skip
+
+
+class TrinoServer:
+    """A one-node Trino (scripts/install-trino.sh: its Hudi plugin only) on a free loopback port. Its catalog
+    `hudi` finds tables in AWS Glue and reads them from S3, both at `endpoint` (moto), and from the local file
+    system as `local:///PATH` locations. Ready once it has run a query (before, it has no worker node)."""
+
+    def __init__(self, work: Path, endpoint: str, deadline_s: float = 120) -> None:
+        import json
+
+        if not TRINO_MANIFEST.exists():
+            raise RuntimeError(f"Trino is not installed ({TRINO_MANIFEST} missing): run `make trino`")
+        manifest = json.loads(TRINO_MANIFEST.read_text())
+        self.home, self.java = Path(manifest["home"]), manifest["java"]
+        self.work, self.endpoint, self.deadline_s = work, endpoint, deadline_s
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def _configure(self) -> Path:
+        etc = self.work / "etc"
+        (etc / "catalog").mkdir(parents=True, exist_ok=True)
+        (etc / "config.properties").write_text(
+            f"coordinator=true\nnode-scheduler.include-coordinator=true\nhttp-server.http.port={self.port}\n"
+            f"discovery.uri=http://127.0.0.1:{self.port}\nquery.max-memory=512MB\nquery.max-memory-per-node=512MB\n"
+            "http-server.log.enabled=false\n"
+        )
+        (etc / "log.properties").write_text("io.trino=WARN\n")
+        (etc / "catalog" / f"{TRINO_CATALOG}.properties").write_text(
+            "connector.name=hudi\nhive.metastore=glue\nhive.metastore.glue.region=us-east-1\n"
+            f"hive.metastore.glue.endpoint-url={self.endpoint}\nhive.metastore.glue.aws-access-key=testing\n"
+            "hive.metastore.glue.aws-secret-key=testing\nhive.metastore-cache-ttl=0s\n"
+            f"fs.native-s3.enabled=true\ns3.endpoint={self.endpoint}\ns3.region=us-east-1\n"
+            "s3.path-style-access=true\ns3.aws-access-key=testing\ns3.aws-secret-key=testing\n"
+            "fs.native-local.enabled=true\nlocal.location=/\n"
+        )
+        return etc
+
+    def start(self) -> TrinoServer:
+        etc = self._configure()
+        self.log = open(self.work / "trino.log", "wb")
+        self.proc = subprocess.Popen(
+            [self.java, *TRINO_JVM, "-cp", f"{self.home}/lib/*", "-Dnode.environment=tandem", "-Dnode.id=tandem",
+             f"-Dnode.data-dir={self.work / 'data'}", f"-Dconfig={etc / 'config.properties'}",
+             f"-Dlog.levels-file={etc / 'log.properties'}", f"-Dcatalog.config-dir={etc / 'catalog'}",
+             f"-Dplugin.dir={self.home / 'plugin'}", "io.trino.server.TrinoServer"],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        wait_for_port(self.port, self.deadline_s, self.proc)
+        self._wait_until_it_runs_a_query()
+        return self
+
+    def _wait_until_it_runs_a_query(self) -> None:
+        import trino
+
+        end = time.monotonic() + self.deadline_s
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"Trino exited with {self.proc.returncode}; see {self.work / 'trino.log'}")
+            try:
+                self.query(f"SELECT count(*) FROM {TRINO_CATALOG}.information_schema.schemata")
+                return
+            except (trino.exceptions.TrinoQueryError, trino.exceptions.TrinoConnectionError):
+                if time.monotonic() > end:
+                    raise
+            time.sleep(0.2)
+
+    def connect(self, schema: str | None = None):
+        import trino
+
+        return trino.dbapi.connect(host="127.0.0.1", port=self.port, user="tandem", catalog=TRINO_CATALOG,
+                                   schema=schema)  # fmt: skip
+
+    def query(self, sql: str, schema: str | None = None) -> list[list]:
+        """Every row of one statement."""
+        return self.execute(sql, schema).fetchall()
+
+    def execute(self, sql: str, schema: str | None = None):
+        """A cursor on one statement, its first answer in; asked again while the node has not announced the
+        catalog yet (a few seconds after start, Trino's NO_NODES_AVAILABLE)."""
+        import trino
+
+        end = time.monotonic() + self.deadline_s
+        while True:
+            cursor = self.connect(schema).cursor()
+            try:
+                cursor.execute(sql)
+                return cursor
+            except trino.exceptions.TrinoQueryError as err:
+                if err.error_name != "NO_NODES_AVAILABLE" or time.monotonic() > end:
+                    raise
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()

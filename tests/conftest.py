@@ -78,6 +78,18 @@ def zookeeper(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def trino(moto, tmp_path_factory):
+    """A real Trino (its Hudi connector) reading Glue and S3 at the local endpoint; one JVM for the run."""
+    from chaos.servers import TRINO_MANIFEST, TrinoServer
+
+    if not TRINO_MANIFEST.exists() and not os.environ.get("CI"):
+        pytest.skip("Trino is not installed: `make trino` (in CI this fails)")
+    server = TrinoServer(tmp_path_factory.mktemp("trino"), moto.url).start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def aws_env(monkeypatch):
     """Dummy credentials for the local endpoints (inherited by child processes)."""

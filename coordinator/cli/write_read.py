@@ -14,6 +14,7 @@ from coordinator.cli.common import (
     coordinator_config,
     coordinator_options,
     emit_json,
+    json_value,
     open_table,
     require_mdt,
 )
@@ -33,11 +34,22 @@ if TYPE_CHECKING:
 @click.option("--operation", type=click.Choice(OPERATIONS), required=True)
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True, help=ENGINE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON document.")
+@click.option("--sync-glue", "glue", default=None, help="After the commit, sync the table to this Glue database.")
+@click.option("--glue-endpoint", default=None, help="The Glue endpoint of --sync-glue (default: AWS's).")
 @coordinator_options
 def write(
-    path: str, input_path: str, operation: str, engine: str, as_json: bool, lock_uri: str | None, settings: tuple
+    path: str,
+    input_path: str,
+    operation: str,
+    engine: str,
+    as_json: bool,
+    glue: str | None,
+    glue_endpoint: str | None,
+    lock_uri: str | None,
+    settings: tuple,
 ):
-    """Write a file of rows as one instant (exit 3 if it lost a conflict, 4 if the lock was unavailable)."""
+    """Write a file of rows as one instant (exit 3 if it lost a conflict, 4 if the lock was unavailable);
+    `--sync-glue`: then register the result in Glue (exit 1 if only that failed: the commit stands)."""
     from coordinator.config import parse_settings
     from coordinator.write.input_files import read_input
     from coordinator.write.writer import FILE_SIZING, LocalWriter, WriteOptions
@@ -65,6 +77,11 @@ def write(
             f"committed {result.instant}: {operation} of {result.rows_in} row(s) "
             f"into {len(result.files_written)} file(s) in {len(doc['partitions'])} partition(s)"
         )
+    if glue:
+        from coordinator.cli.sync import sync_after_write
+
+        said = sync_after_write(table, config, result.instant, glue, glue_endpoint)
+        click.echo(said, err=as_json)  # stdout stays one JSON document
 
 
 @click.command()
@@ -176,7 +193,7 @@ def query(path: str, sql: str, as_of: str | None, output: str | None, limit: int
     if output:
         pq.write_table(rows, output)
     if as_json:
-        data = [{k: _json_value(v) for k, v in row.items()} for row in rows.slice(0, limit).to_pylist()]
+        data = [{k: json_value(v) for k, v in row.items()} for row in rows.slice(0, limit).to_pylist()]
         emit_json({"rows": rows.num_rows, "output": output, "data": data, "plan": plan.explain()})
         return
     if output:
@@ -188,19 +205,6 @@ def query(path: str, sql: str, as_of: str | None, output: str | None, limit: int
     for row in rows.slice(0, limit).to_pylist():
         shown.add_row(*(str(v) for v in row.values()))
     console().print(shown)
-
-
-def _json_value(value: object) -> object:
-    """A result value as JSON: numbers, strings, booleans and nulls as they are, anything else as its text."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if value - value == 0 else str(value)  # NaN and infinities are not JSON
-    if isinstance(value, (list, tuple)):
-        return [_json_value(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items()}
-    return str(value)
 
 
 def _print_plan(doc: dict) -> None:
