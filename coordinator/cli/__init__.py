@@ -13,8 +13,10 @@ import click
 from coordinator.cli.bootstrap import bootstrap
 from coordinator.cli.init_demo import demo, init
 from coordinator.cli.metadata_table import metadata
+from coordinator.cli.plan import plan
 from coordinator.cli.plugins import chaos_group
 from coordinator.cli.savepoints import restore, savepoint
+from coordinator.cli.sync import sync
 from coordinator.cli.table_services import archive, clean, compact, lock, recover, worker
 from coordinator.cli.write_read import ls, query, read, timeline, write
 from timeline.errors import DamagedInstantWarning, MetadataFallbackWarning, RefusedDeleteWarning, TandemError
@@ -61,6 +63,7 @@ for _command in (
     write,
     read,
     query,
+    plan,
     timeline,
     ls,
     metadata,
@@ -70,6 +73,7 @@ for _command in (
     archive,
     savepoint,
     restore,
+    sync,
     worker,
     lock,
     demo,

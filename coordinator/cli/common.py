@@ -41,6 +41,20 @@ def emit_json(doc: object) -> None:
     click.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
+def json_value(value: object) -> object:
+    """A row's or a partition's value as JSON: numbers, strings, booleans and nulls as they are, anything else
+    (dates, decimals, timestamps) as its text."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value - value == 0 else str(value)  # NaN and infinities are not JSON
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    return str(value)
+
+
 def check_instant(text: str | None, option: str) -> str | None:
     """A time in any of Hudi's query formats, as the instant time reads compare with."""
     from timeline.format.instant import query_instant

@@ -75,11 +75,13 @@ def random_history(table: Table, rng: random.Random, steps: int, model: dict, ke
 
 
 @pytest.mark.parametrize(  # merge-on-read seeds whose restores delete slices and write command blocks
-    ("table_type", "seed"), [("COPY_ON_WRITE", 1), ("COPY_ON_WRITE", 2), ("COPY_ON_WRITE", 3),
-                             ("MERGE_ON_READ", 5), ("MERGE_ON_READ", 8), ("MERGE_ON_READ", 10)])  # fmt: skip
-def test_a_restored_table_reads_as_its_savepoint_and_writes_go_on(tmp_path, seed, table_type):
+    ("table_type", "seed", "partitioned"),
+    [("COPY_ON_WRITE", 1, True), ("COPY_ON_WRITE", 2, True), ("COPY_ON_WRITE", 3, False), ("MERGE_ON_READ", 5, True),
+     ("MERGE_ON_READ", 8, True), ("MERGE_ON_READ", 10, True), ("MERGE_ON_READ", 8, False)])  # fmt: skip
+def test_a_restored_table_reads_as_its_savepoint_and_writes_go_on(tmp_path, seed, table_type, partitioned):
     rng = random.Random(seed)
-    table = Table.create(str(tmp_path / "t"), "t", ["id"], ["p"], precombine_field="ts", table_type=table_type)
+    fields = ["p"] if partitioned else []
+    table = Table.create(str(tmp_path / "t"), "t", ["id"], fields, precombine_field="ts", table_type=table_type)
     model: dict[int, int] = {}
     kept: dict[str, dict[int, int]] = {}
     LocalWriter(table, coordinator=CONFIG).write(batch([0, 1, 2], 1), "insert")

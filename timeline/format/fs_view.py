@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from timeline.errors import CorruptInstantError
 from timeline.format import partition_path
 from timeline.format.active_timeline import ActiveTimeline
-from timeline.format.data_logs import DataLog, slice_logs
+from timeline.format.data_logs import DataLog, parse_data_log, slice_logs
 from timeline.format.file_names import BaseFile, parse_base_file
 from timeline.format.partition_path import canonical_all
 from timeline.io.storage import FileEntry, Storage
@@ -46,11 +46,20 @@ def list_table_files(storage: Storage) -> list[FileEntry]:
     """Every file outside `.hoodie/` in canonical partition folders, one top-level folder per thread.
 
     Folders that are not canonical partition paths (hidden ones, the timeline)
-    cannot hold table data, and the listing never follows a symlink.
+    cannot hold table data, and the listing never follows a symlink. At the top
+    (a non-partitioned table's folder) hidden files are skipped but for
+    merge-on-read logs, whose names start with a dot.
     """
-    top = [i for i in storage.list_dir("") if not i.base_name.startswith(".")]
+    listed = storage.list_dir("")
+    top = [i for i in listed if not i.base_name.startswith(".") or parse_data_log("", i.base_name) is not None]
     entries = [FileEntry(i.base_name, int(i.size or 0)) for i in top if i.type.name == "File"]
-    folders = [i.base_name for i in top if i.type.name == "Directory" and partition_path.problem(i.base_name) is None]
+    folders = [
+        i.base_name
+        for i in top
+        if i.type.name == "Directory"
+        and not i.base_name.startswith(".")
+        and partition_path.problem(i.base_name) is None
+    ]
     with ThreadPoolExecutor(LISTING_THREADS) as pool:
         for listed in pool.map(storage.list_files, folders):
             entries.extend(e for e in listed if _in_partition(e.path))

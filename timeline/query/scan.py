@@ -294,8 +294,9 @@ class _Lister:
         if not config.merge_on_read:
             return None
         if self.reader is None:
-            self._from_storage()
-            logs = self._storage_logs
+            self._from_storage()  # the whole table's logs: a pruned partition's would have no base file here
+            wanted = None if partitions is None else set(partitions)
+            logs = [g for g in self._storage_logs if wanted is None or g.partition in wanted]
         else:
             logs = [g for p, n, size in self.reader.listed_logs(partitions) if (g := parse_data_log(p, n, size))]
         latest = [
