@@ -6,6 +6,8 @@ The table is bench.scan's (10,000 hive-style partitions x 10 small parquet files
 hold superseded versions), registered in Glue by `coordinator.catalog.sync` with a `local:///` location (Trino's
 local file system) at moto's Glue endpoint; Trino lists storage (476 has no metadata-table listing).
 
+  floor: list folders       os.scandir of the partition's folder (or of all 10,000): the floor of planning by listing
+  floor: first row ...      one known file opened, its first row read: the floor of a first row
   tandem plan               Table.open + plan_scan (the splits: metadata table, pruning, column stats)
   tandem first row          the plan, then the first batch of its first split (pyarrow)
   tandem count              the plan, then every split read (read_plan), count(*) (one partition)
@@ -35,6 +37,7 @@ from bench.scan import FULL, QUICK, Shape, cached, expected, partition_value
 from chaos.servers import MotoServer, TrinoServer
 from coordinator.catalog.glue import GlueCatalog
 from coordinator.catalog.sync import sync
+from timeline.format.partition_path import file_path
 from timeline.query.reader import read_plan
 from timeline.query.scan import plan_scan
 from timeline.table import Table
@@ -48,10 +51,14 @@ def tandem_plan(base: str, where: str | None):
 
 
 def tandem_first_row(base: str, where: str | None):
+    """The plan, then the first row of its first split, taken from the plan's columns (a connector's fastest
+    way: no Python object per split)."""
+
     def run() -> int:
-        plan = plan_scan(Table.open(base), where)
-        first = plan.splits[0]
-        with Table.open(base).storage.open_input(first.path) as handle:
+        table = Table.open(base)
+        files = plan_scan(table, where).files
+        first = file_path(files.column("partition")[0].as_py(), files.column("file")[0].as_py())
+        with table.storage.open_input(first) as handle:
             batch = next(pq.ParquetFile(handle).iter_batches(batch_size=1))
         return batch.num_rows
 
@@ -61,6 +68,27 @@ def tandem_first_row(base: str, where: str | None):
 def tandem_count(base: str, where: str | None):
     def run() -> int:
         return read_plan(plan_scan(Table.open(base), where)).num_rows
+
+    return run
+
+
+def floor_listing(base: str, partition: str | None):
+    """The physical floor of planning by listing: the folder(s) listed, nothing else decided."""
+
+    def run() -> int:
+        folders = (
+            [os.path.join(base, partition)] if partition else [e.path for e in os.scandir(base) if e.name[0] != "."]
+        )
+        return sum(1 for folder in folders for e in os.scandir(folder) if e.name.endswith(".parquet"))
+
+    return run
+
+
+def floor_first_row(path: str):
+    """The physical floor of a first row: one known file opened and its first row read."""
+
+    def run() -> int:
+        return next(pq.ParquetFile(path).iter_batches(batch_size=1)).num_rows
 
     return run
 
@@ -126,7 +154,13 @@ def run(shape: Shape, workdir: Path, repeats: int) -> dict:
                          "glue_sync_s": round(sync_s, 1), "partitions_registered": report.added_partitions}  # fmt: skip
         for scope, filtered in (("one partition", where), ("all files", None)):
             planning: list[float] = []
+            first_file = plan_scan(Table.open(base), filtered).files
+            known = os.path.join(
+                base, file_path(first_file.column("partition")[0].as_py(), first_file.column("file")[0].as_py())
+            )
             systems = {
+                "floor: list folders": floor_listing(base, f"p={value}" if filtered else None),
+                "floor: first row of a known file": floor_first_row(known),
                 "tandem plan": tandem_plan(base, filtered),
                 "tandem first row": tandem_first_row(base, filtered),
                 "trino first row": trino_first_row(trino, database, filtered, planning),
