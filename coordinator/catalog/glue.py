@@ -91,43 +91,30 @@ class GlueCatalog:
 
     def add_partitions(self, database: str, table: CatalogTable, values: Sequence[tuple[tuple[str, ...], str]]) -> None:
         """Register partitions: (values, partition path) each."""
-        for batch in _batches(values, CREATE_BATCH):
-            entries = [_partition_input(table, v, path) for v, path in batch]
-            answer = self._call(
-                f"BatchCreatePartition {database}.{table.name}",
-                "batch_create_partition",
-                DatabaseName=database,
-                TableName=table.name,
-                PartitionInputList=entries,
-            )
-            _check_errors(answer, f"BatchCreatePartition {database}.{table.name}", tolerate="AlreadyExistsException")
+        entries = [_partition_input(table, v, path) for v, path in values]
+        self._batched("batch_create_partition", database, table.name, "PartitionInputList", entries, CREATE_BATCH,
+                      tolerate="AlreadyExistsException")  # fmt: skip
 
     def update_partitions(
         self, database: str, table: CatalogTable, values: Sequence[tuple[tuple[str, ...], str]]
     ) -> None:
-        for batch in _batches(values, UPDATE_BATCH):
-            entries = [
-                {"PartitionValueList": list(v), "PartitionInput": _partition_input(table, v, path)} for v, path in batch
-            ]
-            answer = self._call(
-                f"BatchUpdatePartition {database}.{table.name}",
-                "batch_update_partition",
-                DatabaseName=database,
-                TableName=table.name,
-                Entries=entries,
-            )
-            _check_errors(answer, f"BatchUpdatePartition {database}.{table.name}")
+        entries = [{"PartitionValueList": list(v), "PartitionInput": _partition_input(table, v, p)} for v, p in values]
+        self._batched("batch_update_partition", database, table.name, "Entries", entries, UPDATE_BATCH)
 
     def drop_partitions(self, database: str, name: str, values: Sequence[tuple[str, ...]]) -> None:
-        for batch in _batches(values, DELETE_BATCH):
-            answer = self._call(
-                f"BatchDeletePartition {database}.{name}",
-                "batch_delete_partition",
-                DatabaseName=database,
-                TableName=name,
-                PartitionsToDelete=[{"Values": list(v)} for v in batch],
-            )
-            _check_errors(answer, f"BatchDeletePartition {database}.{name}", tolerate="EntityNotFoundException")
+        entries = [{"Values": list(v)} for v in values]
+        self._batched("batch_delete_partition", database, name, "PartitionsToDelete", entries, DELETE_BATCH,
+                      tolerate="EntityNotFoundException")  # fmt: skip
+
+    def _batched(
+        self, method: str, database: str, name: str, field: str, entries: list, size: int, tolerate: str = ""
+    ) -> None:
+        """One Glue batch call (boto3 `method`) per `size` entries; any entry's error but `tolerate` (what a
+        repeated request meets) fails the sync."""
+        what = f"{method} {database}.{name}"
+        for batch in _batches(entries, size):
+            answer = self._call(what, method, DatabaseName=database, TableName=name, **{field: list(batch)})
+            _check_errors(answer, what, tolerate)
 
 
 def _table_input(table: CatalogTable) -> dict[str, Any]:

@@ -22,23 +22,16 @@ import pytest
 
 from coordinator.catalog.glue import GlueCatalog
 from coordinator.catalog.sync import sync
-from coordinator.config import CoordinatorConfig
 from coordinator.protocol.locking import table_lock
 from coordinator.services.steps import archive_table, clean
 from coordinator.write.writer import LocalWriter, WriteOptions
+from tests.interop.test_java_savepoints import TANDEM_CLEANS_HARD
 from timeline.crash_points import SimulatedCrash, simulate
 from timeline.query.reader import read_plan
 from timeline.query.scan import plan_scan
 from timeline.table import Table
 
-CONFIG = CoordinatorConfig(
-    lock_uri="memory",
-    clean_policy="KEEP_LATEST_FILE_VERSIONS",
-    file_versions_retained=1,
-    commits_retained=1,
-    archive_min_commits=2,
-    archive_max_commits=3,
-)
+CONFIG = TANDEM_CLEANS_HARD  # one file version kept, archival after a few commits
 FILTERS = ["day = 'd1'", "v > 4", "day IN ('d0', 'd2') AND v <= 6", "id % 3 = 0", "name LIKE 'n1%'"]
 
 
