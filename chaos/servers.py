@@ -163,6 +163,7 @@ class TrinoServer:
         self.work, self.endpoint, self.deadline_s = work, endpoint, deadline_s
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
+        self.log = None
 
     def _configure(self) -> Path:
         etc = self.work / "etc"
@@ -184,6 +185,14 @@ class TrinoServer:
         return etc
 
     def start(self) -> TrinoServer:
+        """Start and wait until it answers; a start that fails stops what it started."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> TrinoServer:
         etc = self._configure()
         self.log = open(self.work / "trino.log", "wb")
         self.proc = subprocess.Popen(
@@ -246,4 +255,5 @@ class TrinoServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.log.close()
+        if self.log is not None:
+            self.log.close()

@@ -10,7 +10,9 @@
 #     trino.json                  written last: {"home": ..., "java": ..., "version": ...} for chaos/servers.py
 #
 # Trino 476 needs Java 24 or newer: the newest JDK under /usr/lib/jvm is taken (Temurin 25 on these machines),
-# else Debian's openjdk-25 is installed. Idempotent: nothing is downloaded when trino.json names files present.
+# else Debian's openjdk-25 if the release has it. Without one, nothing is installed and the script says so
+# without failing `make test`: the Trino tests then fail in CI (CI=true) and skip elsewhere, the rest runs.
+# Idempotent: nothing is downloaded when trino.json names files present.
 set -euo pipefail
 
 VERSION="${TANDEM_TRINO_VERSION:-476}"
@@ -57,11 +59,15 @@ if [ -z "$JAVA" ]; then
   say "no JDK >= $MIN_JAVA under /usr/lib/jvm: installing Debian's openjdk-25-jre-headless"
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends openjdk-25-jre-headless >/dev/null ||
-    { say "error: Trino $VERSION needs Java $MIN_JAVA+, and none could be installed"; exit 1; }
+  $sudo_cmd apt-get update -qq || true
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends openjdk-25-jre-headless \
+    >/dev/null 2>&1 || true
   JAVA="$(find_java)"
-  [ -n "$JAVA" ] || { say "error: no Java $MIN_JAVA+ found after installing openjdk-25"; exit 1; }
+  if [ -z "$JAVA" ]; then
+    say "not installed: Trino $VERSION needs Java $MIN_JAVA+, none is under /usr/lib/jvm and Debian has none here"
+    rm -f "$MANIFEST"
+    exit 0
+  fi
 fi
 
 expected="$(curl -fsSL "$URL.sha1" | cut -c1-40)"

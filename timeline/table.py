@@ -14,7 +14,6 @@ from timeline.format.data_logs import DataLog, parse_data_log, parse_log_listing
 from timeline.format.file_names import BaseFile, parse_base_file
 from timeline.format.fs_view import FileSystemView, list_table_files, parse_listing
 from timeline.format.instant import CLOCK
-from timeline.format.restore_metadata import restoring_to
 from timeline.format.source_file import BOOTSTRAP_BASE_PATH, METADATA_BOOTSTRAP_INSTANT, SourceFile
 from timeline.format.table_config import (
     COPY_ON_WRITE,
@@ -318,7 +317,7 @@ class Table:
 def _restored_as_of(timeline: ActiveTimeline, as_of: str | None) -> str | None:
     """While a restore is under way every view is as of its savepoint at the latest: the state it leaves, never
     a table half restored."""
-    restored = restoring_to(timeline)
+    restored = timeline.restoring_to()
     return as_of if restored is None else min(as_of or restored, restored)
 
 

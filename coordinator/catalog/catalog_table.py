@@ -79,14 +79,19 @@ def describe(
 
 
 def partition_values(partition: str, fields: list[str], hive_style: bool) -> list[str]:
-    """A partition path's values in field order (Hudi's MultiPartKeysValueExtractor: `key=` taken off)."""
+    """A partition path's values in field order, as Hudi's default extractors take them: hive-style folders
+    `key=value` give the value (HiveStylePartitionValueExtractor, MultiPartKeysValueExtractor), others
+    themselves (SinglePartPartitionValueExtractor, MultiPartKeysValueExtractor)."""
     parts = partition.split("/") if partition else []
     if len(parts) != len(fields):
         raise BadInputError(f"partition {partition!r} does not have one folder per partition field {fields}")
-    return [p.partition("=")[2] if hive_style or "=" in p else p for p in parts]
+    return [p.partition("=")[2] if hive_style else p for p in parts]
 
 
 def _location(uri: str) -> str:
+    """The base path as Glue's readers take it: `s3a://` as `s3://` (Hudi's `s3aToS3`), local paths as `file:`."""
+    if uri.startswith("s3a://"):
+        return "s3://" + uri[len("s3a://") :]
     return uri if "://" in uri else f"file:{uri}"
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coordinator.catalog.catalog_table import OUTPUT_FORMAT, SERDE, CatalogTable, Column
-from timeline.errors import TandemError
+from timeline.errors import BadInputError, TandemError
 
 CREATE_BATCH = 100
 DELETE_BATCH = 25
@@ -33,8 +33,10 @@ class GlueCatalog:
 
     def __init__(self, endpoint: str | None = None, region: str | None = None, client: Any = None) -> None:
         if client is None:
-            import boto3
-
+            try:
+                import boto3
+            except ModuleNotFoundError as err:
+                raise BadInputError("syncing to Glue needs boto3: pip install 'tandem-lake[glue]'") from err
             client = boto3.client("glue", endpoint_url=endpoint, region_name=region or _default_region())
         self.client = client
 
@@ -141,7 +143,7 @@ def _partition_input(table: CatalogTable, values: tuple[str, ...], path: str) ->
         "StorageDescriptor": {
             **_storage(table, table.partition_location(path)),
             "Columns": [{"Name": c.name, "Type": c.type} for c in table.columns],
-            "SerdeInfo": {"SerializationLibrary": SERDE},
+            "SerdeInfo": {"SerializationLibrary": SERDE, "Parameters": dict(table.serde_parameters)},
         },
     }
 

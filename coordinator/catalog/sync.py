@@ -7,12 +7,14 @@ healthy) against the catalog's, in full, not since the last sync (Hudi's increme
 `last_commit_time_sync` and lists storage when they are archived; the full diff needs neither). The catalog table
 is written first with the new schema, its partitions next, and `last_commit_time_sync` last: a sync cut short is
 finished by the next one. A sync never puts an older state over a newer one (a catalog whose
-`last_commit_time_sync` is later is left alone). The column list is replaced as Hudi replaces it (added
+`last_commit_time_sync` is later is left alone; a completed restore counts as the newest change), and none runs
+while a restore is pending. The column list is replaced as Hudi replaces it (added
 columns appear); a change Hudi's sync refuses (a column's type changed other than int to bigint or float to
 double, other partition keys) is refused with the columns named, and nothing of that table is written."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -21,7 +23,8 @@ from coordinator.catalog.catalog_table import LAST_SYNCED, CatalogTable, Column,
 from coordinator.catalog.glue import GlueCatalog, StoredTable
 from coordinator.catalog.hive_types import change_allowed
 from timeline import table_schema
-from timeline.errors import BadInputError
+from timeline.errors import BadInputError, ConflictError
+from timeline.format.instant import RESTORE, WRITE_ACTIONS
 from timeline.table import Table
 
 
@@ -48,24 +51,38 @@ class SyncReport:
 
 
 def sync(
-    table: Table, catalog: GlueCatalog, database: str, name: str | None = None, location: str | None = None
+    table: Table,
+    catalog: GlueCatalog,
+    database: str,
+    name: str | None = None,
+    location: str | None = None,
+    still_locked: Callable[[], None] = lambda: None,
 ) -> SyncReport:
-    """Bring `database` in `catalog` to the table's current state (the caller holds the table's lock)."""
+    """Bring `database` in `catalog` to the table's current state (the caller holds the table's lock, and
+    `still_locked` raises once it is lost: checked before each change of the catalog)."""
     timeline = table.timeline()
-    writes = timeline.completed_writes()
-    synced = writes[-1].time if writes else ""
+    if timeline.restoring_to() is not None:
+        raise ConflictError("a restore is pending: `tandem recover` finishes it, then sync")
+    changes = [i.time for i in timeline.completed() if i.action in WRITE_ACTIONS or i.action == RESTORE]
+    synced = max(changes, default="")  # a restore is a newer state than the commits it removed
     schema = table_schema.stored(table, timeline) or _listed_schema(table)
     report = SyncReport(database, synced)
     report.created_database = catalog.ensure_database(database)
     partitions = sorted(table.view().partitions())
     for wanted in describe(table, schema, synced, name, location):
         report.tables.append(wanted.name)
-        _sync_one(table, catalog, database, wanted, partitions, report)
+        _sync_one(table, catalog, database, wanted, partitions, report, still_locked)
     return report
 
 
 def _sync_one(
-    table: Table, catalog: GlueCatalog, database: str, wanted: CatalogTable, partitions: list[str], report: SyncReport
+    table: Table,
+    catalog: GlueCatalog,
+    database: str,
+    wanted: CatalogTable,
+    partitions: list[str],
+    report: SyncReport,
+    still_locked: Callable[[], None],
 ) -> None:
     stored = catalog.table(database, wanted.name)
     if stored is not None and stored.parameters.get(LAST_SYNCED, "") > report.synced:
@@ -79,6 +96,7 @@ def _sync_one(
         report.widened_columns = sorted(set(report.widened_columns) | set(widened))
     before = dict(wanted.parameters)
     before[LAST_SYNCED] = stored.parameters.get(LAST_SYNCED, "") if stored is not None else ""
+    still_locked()
     catalog.put_table(database, _with_parameters(wanted, before), exists=stored is not None)
     fields, hive_style = table.config.partition_fields, table.config.hive_style
     want = {tuple(partition_values(p, fields, hive_style)): p for p in partitions} if fields else {}
@@ -86,12 +104,15 @@ def _sync_one(
     new = [(v, p) for v, p in want.items() if v not in have]
     moved = [(v, p) for v, p in want.items() if v in have and have[v] != wanted.partition_location(p)]
     gone = [v for v in have if v not in want]
+    still_locked()
     catalog.add_partitions(database, wanted, new)
     catalog.update_partitions(database, wanted, moved)
+    still_locked()
     catalog.drop_partitions(database, wanted.name, gone)
     report.added_partitions += len(new)
     report.moved_partitions += len(moved)
     report.dropped_partitions += len(gone)
+    still_locked()
     catalog.put_table(database, wanted, exists=True)  # last_commit_time_sync: this state is all there
 
 

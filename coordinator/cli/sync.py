@@ -74,7 +74,7 @@ def sync_locked(
 
     catalog = GlueCatalog(endpoint, region)
     with held(lock):
-        return sync_table(table, catalog, database, name, location)
+        return sync_table(table, catalog, database, name, location, still_locked=lock.check)
 
 
 def sync_after_write(table: Table, config: CoordinatorConfig, instant: str, database: str, endpoint: str | None) -> str:

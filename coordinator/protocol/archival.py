@@ -173,9 +173,10 @@ def archive_data(table: Table, min_commits: int, max_commits: int) -> list[str]:
         return []
     boundary = _data_boundary(table, timeline)
     chosen = _prefix(completed[: len(completed) - min_commits], lambda i: i.time < boundary)
+    chosen = [i for i in chosen if i.action != RESTORE]  # never archived (as Hudi): its plan fences what it removed
     if not chosen:
         return []
-    _sweep_rolled_back_files(timeline, [i for i in chosen if i.action in (ROLLBACK, RESTORE)])
+    _sweep_rolled_back_files(timeline, [i for i in chosen if i.action == ROLLBACK])
     _move(timeline, chosen, BUNDLE_WRITTEN)
     for instant in chosen:
         outcome.forget(table.storage, instant.time)

@@ -6,7 +6,7 @@ to remove), `<R>.restore.inflight`, then the metadata table's delta commit R wit
 (before any file goes, so that a crash never leaves files the metadata table lists without a record of their
 going), then each instant unpublished, its base files deleted (a base file's name carries its instant: proof it is
 the instant's) and its timeline files removed, then `<R>.restore` (`HoodieRestoreMetadata`). While R is pending,
-readers read the table as of S (`restore_metadata.restoring_to`), the state R leaves, and writers wait; recovery
+readers read the table as of S (`ActiveTimeline.restoring_to`), the state R leaves, and writers wait; recovery
 finishes a pending restore before anything else (never half way), repeating only what is left. Hudi writes a
 rollback instant per removed instant and deletes them after; Tandem records the rollbacks only in the restore's
 metadata, which is all that remains of Java's too.
@@ -33,7 +33,7 @@ from timeline.format.data_logs import parse_log_listing
 from timeline.format.file_names import group_by_partition
 from timeline.format.fs_view import list_table_files, parse_listing
 from timeline.format.instant import LOG_COMPACTION, RESTORE, SAVEPOINT, WRITE_ACTIONS, Instant, State
-from timeline.format.restore_metadata import decode_plan, encode_metadata, encode_plan, restoring_to
+from timeline.format.restore_metadata import decode_plan, encode_metadata, encode_plan
 from timeline.mor.rollback_logs import write_rollback_log
 from timeline.table import HEARTBEAT_DIR, Table
 
@@ -78,8 +78,10 @@ def schedule(table: Table, savepoint: str) -> Instant:
         raise BadInputError(f"savepoint(s) {', '.join(later)} come after {savepoint}: delete them first, as Hudi asks")
     pending = [i for i in timeline.pending() if i.action == RESTORE]
     if pending:
-        if restoring_to(timeline) != savepoint:
-            raise BadInputError(f"a restore to {restoring_to(timeline)} is pending: finish it first (`tandem recover`)")
+        if timeline.restoring_to() != savepoint:
+            raise BadInputError(
+                f"a restore to {timeline.restoring_to()} is pending: finish it first (`tandem recover`)"
+            )
         return pending[-1]
     log_compactions = [i.time for i in timeline.instants if i.action == LOG_COMPACTION and i.time > savepoint]
     if log_compactions:
@@ -87,7 +89,7 @@ def schedule(table: Table, savepoint: str) -> Instant:
                             "refuses them too; finish or roll them back first")  # fmt: skip
     victims = sorted((i for i in timeline.instants if i.action in WRITE_ACTIONS and i.time > savepoint),
                      key=lambda i: i.time, reverse=True)  # fmt: skip
-    shared = plan_undo(table, {v.time for v in victims}, "").shared
+    shared = plan_undo(table, timeline, {v.time for v in victims}, "").shared
     if shared:
         named = ", ".join(shared[:3])
         raise BadInputError(
@@ -111,8 +113,8 @@ def resume(table: Table, restore_instant: Instant) -> None:
         crash_point(STARTED)
     present = {i.time: i for i in timeline.instants if i.action in WRITE_ACTIONS}
     victims = [present[time] for time, _ in planned if time in present]  # the rest went in an earlier attempt
-    undo = plan_undo(table, {time for time, _ in planned}, restore_instant.time)  # those gone wrote blocks too
-    provenance.refuse(undo.shared, "a log of a removed slice holding blocks of a kept instant")
+    undo = plan_undo(table, timeline, {time for time, _ in planned}, restore_instant.time)  # gone ones wrote too
+    provenance.refuse(undo.shared, "a log of a removed slice holding blocks of a kept instant (given command blocks)")
     commands = _command_blocks(table, restore_instant.time, undo)
     if table.metadata().exists():
         deleted = sorted(p for paths in undo.files.values() for p in paths)
@@ -124,6 +126,11 @@ def resume(table: Table, restore_instant: Instant) -> None:
     for victim in victims:
         own = {p: size for p, (target, size) in commands.items() if target == victim.time}
         removed.append((victim, _remove(table, timeline, restore_instant.time, victim, undo.files[victim.time], own)))
+    for time, action in planned:  # those an earlier attempt removed: named too (the timeline's fence reads them)
+        if time not in present:
+            gone = Instant(time, action, State.REQUESTED)  # its action as the plan loaded it
+            removed.append((gone, _rollback_metadata(restore_instant.time, gone, [], {})))
+    removed.sort(key=lambda pair: pair[0].time, reverse=True)
     millis = int((clock.time() - started) * 1000)
     table.timeline().complete(restore_instant, encode_metadata(restore_instant.time, millis, removed))
     crash_point(COMPLETED)
@@ -137,7 +144,7 @@ def sweep_restored_away(table: Table, timeline: ActiveTimeline) -> list[str]:
     if not timeline.restored_away:
         return []
     gone = {i.time for i in timeline.restored_away}
-    undo = plan_undo(table, gone, "")
+    undo = plan_undo(table, timeline, gone, None)
     _command_blocks(table, table.new_instant_time(timeline), undo)
     swept = sorted(p for paths in undo.files.values() for p in paths)
     for path in swept:
@@ -153,10 +160,13 @@ def pending(timeline: ActiveTimeline) -> list[Instant]:
     return [i for i in timeline.pending() if i.action == RESTORE]
 
 
-def plan_undo(table: Table, victims: set[str], restore_time: str) -> Undo:
+def plan_undo(table: Table, timeline: ActiveTimeline, victims: set[str], restore_time: str | None) -> Undo:
     """From one listing: every base file named for a victim; on merge-on-read tables every log read, those of
-    slices a victim began deleted with them (unless a kept instant wrote in them: `shared`), and each kept slice
-    holding a victim's blocks noted for a command block (unless restore `restore_time` gave it one already)."""
+    slices a victim began deleted with them, and each kept slice holding a victim's blocks noted for a command
+    block (unless restore `restore_time`, any one when None, gave it one already). A log of a slice a victim
+    began that holds a block of an instant the table keeps (completed, not a victim) is `shared`: kept, its
+    victims' blocks given command blocks; an instant already undone (a rolled-back write, an earlier restore's
+    victim) keeps nothing."""
     undo = Undo({time: [] for time in victims})
     listed = list_table_files(table.storage) if victims else []
     for base in parse_listing(listed):
@@ -166,17 +176,16 @@ def plan_undo(table: Table, victims: set[str], restore_time: str) -> Undo:
         return undo
     for log in parse_log_listing(listed):
         written, rollbacks = provenance.log_instants(table.storage, log.path)
-        if log.base_instant in victims:
-            if written - victims:
-                undo.shared.append(log.path)
-            else:
-                undo.files[log.base_instant].append(log.path)
-            continue
         slice_ = (log.partition, log.file_id, log.base_instant)
+        if log.base_instant in victims:
+            if not any(t not in victims and timeline.is_completed_or_archived(t) for t in written):
+                undo.files[log.base_instant].append(log.path)
+                continue
+            undo.shared.append(log.path)
         for target in written & victims:
             undo.needs_command.setdefault((slice_, target), log.path)
         for instant, target in rollbacks:
-            if instant == restore_time and target in victims:
+            if (restore_time is None or instant == restore_time) and target in victims:
                 undo.commanded[(slice_, target)] = (log.path, log.size)
     return undo
 
@@ -219,6 +228,11 @@ def _remove(
     table.storage.delete_dir(markers.marker_dir(victim.time))
     table.storage.discard(f"{HEARTBEAT_DIR}/{victim.time}")
     crash_point(REMOVED)
+    return _rollback_metadata(restore_time, victim, paths, commands)
+
+
+def _rollback_metadata(restore_time: str, victim: Instant, paths: list[str], commands: dict[str, int]) -> dict:
+    """The `HoodieRollbackMetadata` the restore's metadata holds for one removed instant."""
     target = {"commitTime": victim.time, "action": victim.timeline_action}
     by_partition: dict[str, dict[str, int]] = {}
     for path, size in commands.items():

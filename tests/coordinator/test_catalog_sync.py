@@ -20,8 +20,12 @@ from coordinator.catalog.glue import GlueCatalog
 from coordinator.catalog.sync import SchemaSyncError, sync
 from coordinator.config import CoordinatorConfig
 from coordinator.protocol import restore, savepoint
+from coordinator.protocol.locking import table_lock
+from coordinator.services.steps import recover_table
 from coordinator.write.writer import LocalWriter
 from tests.conftest import tandem
+from timeline.crash_points import SimulatedCrash, simulate
+from timeline.errors import ConflictError
 from timeline.query.reader import read_plan
 from timeline.query.scan import plan_scan
 from timeline.table import Table
@@ -200,3 +204,23 @@ def test_a_sync_never_puts_an_older_state_over_a_newer_one(glue, tmp_path):
     report = sync(Table.open(str(old_copy)), GlueCatalog(), database, name="n", location=f"file:{table.uri}")
     assert report.newer_in_catalog == ["n"]
     assert _catalog_state(glue, database, "n")[1] == {"d1", "d2"}
+
+
+def test_a_sync_right_after_a_restore_takes_the_restored_state_and_none_runs_mid_restore(glue, tmp_path):
+    database = _database()
+    table = Table.create(str(tmp_path / "t"), "r", ["id"], ["day"], hive_style=True)
+    writer = LocalWriter(table, coordinator=CONFIG)
+    kept = writer.write(_rows([1], 1, day=1), "insert").instant
+    savepoint.create(table, kept)
+    writer.write(_rows([2], 2, day=2).append_column("extra", pa.array(["x"])), "insert")
+    sync(table, GlueCatalog(), database)
+    assert _catalog_state(glue, database, "r")[1] == {"d1", "d2"}
+    with pytest.raises(SimulatedCrash), simulate("restore.mdt"):
+        restore.restore(table, kept)
+    with pytest.raises(ConflictError, match="restore is pending"):
+        sync(table, GlueCatalog(), database)
+    assert _catalog_state(glue, database, "r")[1] == {"d1", "d2"}
+    recover_table(table, CONFIG, table_lock(table, CONFIG))
+    report = sync(table, GlueCatalog(), database)  # no write since: the restore is the newest state
+    assert report.newer_in_catalog == [] and report.dropped_partitions == 1
+    assert _catalog_state(glue, database, "r")[1] == {"d1"}

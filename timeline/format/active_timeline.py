@@ -84,21 +84,37 @@ class ActiveTimeline:
             timeline.instants = [i for i in timeline.instants if i not in timeline.restored_away]
         return timeline
 
+    def restoring_to(self) -> str | None:
+        """The savepoint a pending restore restores to: readers read the table as of it until the restore
+        completes (the state it leaves), never a table half restored. None when no restore is pending."""
+        from timeline.format.restore_metadata import decode_plan
+
+        pending = [i for i in self.pending() if i.action == RESTORE]
+        if not pending:
+            return None
+        requested = pending[-1].with_state(State.REQUESTED)
+        return decode_plan(self.read(requested), self.storage.uri(self.path(requested)))[0]
+
     def _restored_times(self) -> set[str]:
-        """Instants the plans of completed restores name: gone for good. A writer that lost its lock after its
-        commit decision may still write its completed file once the restore removed it; that file counts for
-        nothing (recovery deletes it). A damaged plan is reported and fences nothing."""
+        """Instants completed restores removed: gone for good. A writer that lost its lock after its commit
+        decision may still write its completed file once a restore removed its instant; that file counts for
+        nothing (recovery deletes it). Evidence: the restore's plan and its completed metadata both name the
+        instant, after the plan's savepoint and before the restore; an unreadable pair is reported and fences
+        nothing."""
+        from timeline.format.restore_metadata import decode_plan, removed_times
+
         removed: set[str] = set()
         for instant in self.instants:
             if instant.action != RESTORE or not instant.is_completed:
                 continue
             requested = instant.with_state(State.REQUESTED)
             try:
-                plan = avro_metadata.decode(self.read(requested), self.path(requested))
+                savepoint, planned = decode_plan(self.read(requested), self.path(requested))
+                recorded = removed_times(self.read(instant), self.path(instant))
             except (CorruptInstantError, FileNotFoundError) as err:
-                warnings.warn(f"restore {instant.time}'s plan unreadable: {err}", DamagedInstantWarning, stacklevel=4)
+                warnings.warn(f"restore {instant.time} unreadable: {err}", DamagedInstantWarning, stacklevel=4)
                 continue
-            removed.update(i.get("commitTime") for i in plan.get("instantsToRollback") or [])
+            removed.update(t for t, _ in planned if savepoint < t < instant.time and t in recorded)
         return removed
 
     def reload(self) -> ActiveTimeline:

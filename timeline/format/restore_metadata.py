@@ -11,9 +11,8 @@ from typing import Any
 import fastavro
 
 from timeline.errors import CorruptInstantError
-from timeline.format.active_timeline import ActiveTimeline
 from timeline.format.avro_metadata import ROLLBACK_METADATA
-from timeline.format.instant import KNOWN_ACTIONS, RESTORE, Instant, State, validate_timeline_time
+from timeline.format.instant import KNOWN_ACTIONS, Instant, validate_timeline_time
 
 _NS = "org.apache.hudi.avro.model"
 _STR = {"type": "string", "avro.java.string": "String"}
@@ -69,6 +68,8 @@ def decode_plan(data: bytes, source: str) -> tuple[str, list[tuple[str, str]]]:
     savepoint = validate_timeline_time(record.get("savepointToRestoreTimestamp"), f"{source}: savepoint")
     victims = []
     for info in record.get("instantsToRollback") or []:
+        if not isinstance(info, dict):
+            raise CorruptInstantError(f"{source}: {info!r} in instantsToRollback is not an instant")
         time = validate_timeline_time(info.get("commitTime"), f"{source}: instantsToRollback")
         if info.get("action") not in KNOWN_ACTIONS or time <= savepoint:
             raise CorruptInstantError(f"{source}: {info!r} is not an instant after savepoint {savepoint}")
@@ -89,14 +90,13 @@ def encode_metadata(restore: str, millis: int, rolled_back: Sequence[tuple[Insta
     return _container(_METADATA, record)
 
 
-def restoring_to(timeline: ActiveTimeline) -> str | None:
-    """The savepoint a pending restore restores to: readers read the table as of it until the restore
-    completes (the state it leaves), never a table half restored. None when no restore is pending."""
-    pending = [i for i in timeline.pending() if i.action == RESTORE]
-    if not pending:
-        return None
-    requested = pending[-1].with_state(State.REQUESTED)
-    return decode_plan(timeline.read(requested), timeline.storage.uri(timeline.path(requested)))[0]
+def removed_times(data: bytes, source: str) -> set[str]:
+    """The instants a completed restore's metadata says it removed, checked."""
+    record = _single(data, source)
+    listed = record.get("instantsToRollback")
+    if not isinstance(listed, list):
+        raise CorruptInstantError(f"{source}: instantsToRollback is not a list")
+    return {validate_timeline_time(t, f"{source}: instantsToRollback") for t in listed}
 
 
 def _container(schema: Any, record: dict) -> bytes:

@@ -31,7 +31,6 @@ from timeline.format.file_names import BaseFile
 from timeline.format.fs_view import FILES_SCHEMA, latest_files
 from timeline.format.instant import CLEAN, SAVEPOINT, WRITE_ACTIONS, query_instant
 from timeline.format.partition_path import file_path
-from timeline.format.restore_metadata import restoring_to
 from timeline.format.source_file import SourceFile
 from timeline.index.column_stats import ColumnRange
 from timeline.io import read_once
@@ -185,7 +184,7 @@ def _plan(
     if since is not None and as_of is not None:
         raise BadInputError("an incremental read (since/until) cannot also be as of an instant")
     found = table.listing_source(source)
-    restored = restoring_to(found.timeline)
+    restored = found.timeline.restoring_to()
     if restored is not None:  # a restore under way: the state it leaves, never a table half restored
         until = min(until or restored, restored) if since is not None else None
         as_of = min(as_of or restored, restored) if since is None else None
