@@ -143,6 +143,7 @@ def test_clean_and_rollback_avro_round_trip(tmp_path):
         },
         "version": 2,
         "bootstrapPartitionMetadata": None,
+        "extraMetadata": {"savepointed_timestamps": "20240101000000000"},
     }
     assert avro_metadata.decode(avro_metadata.encode("HoodieCleanMetadata", clean), "c") == clean
 
