@@ -109,8 +109,14 @@ def random_filter(rng: random.Random) -> str:
 
 
 def plan_doc(path: str, *options: str) -> dict:
-    done = tandem("plan", path, "--json", *options)
-    assert done.returncode == 0, done.stderr
+    """`tandem plan PATH --json OPTIONS`, run in this process (the command's own code; its exit codes and
+    stderr lines are tested through real processes below)."""
+    from click.testing import CliRunner
+
+    from coordinator.cli import cli
+
+    done = CliRunner().invoke(cli, ["plan", path, "--json", *options], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
     return json.loads(done.stdout)
 
 
