@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,7 +26,12 @@ from rich.table import Table as RichTable
 
 from coordinator.config import CoordinatorConfig
 from coordinator.services.worker import worker_command
+from timeline.errors import ConflictError
 from timeline.table import Table
+
+if TYPE_CHECKING:
+    from coordinator.spark.writer import SparkWriter
+    from coordinator.write.writer import WriteResult
 
 CITIES = ["amsterdam", "berlin", "chennai", "denver", "lisbon"]
 SETTINGS = {
@@ -36,6 +42,7 @@ SETTINGS = {
     "hoodie.cleaner.commits.retained": "2",
 }
 WORKER_INTERVAL_S = 2.0
+CONFLICT_RETRIES = 3  # attempts of one write job that loses conflicts
 WORKER_STOP_S = 60
 
 
@@ -97,7 +104,7 @@ def run_demo(path: str | None, console: Console, batches: int = 6, rows: int = 2
             task = progress.add_task("Spark write jobs", total=len(steps))
             for stamp, (operation, ids) in enumerate(steps, start=1):
                 started = time.perf_counter()
-                result = writer.write(spark.createDataFrame(_rows(rng, ids, stamp)), operation)
+                result = _write_retrying(writer, spark.createDataFrame(_rows(rng, ids, stamp)), operation, progress)
                 elapsed = (time.perf_counter() - started) * 1000
                 progress.console.print(
                     f"  {result.instant}  {operation:<7} {len(ids):>6} rows -> "
@@ -119,6 +126,21 @@ def run_demo(path: str | None, console: Console, batches: int = 6, rows: int = 2
         spark.stop()
     _print_listing(table, console)
     return table
+
+
+def _write_retrying(writer: SparkWriter, frame, operation: str, progress: Progress) -> WriteResult:
+    """One write job, retried when it loses a conflict (with the compaction worker finishing a slice it wrote,
+    say): a conflict commits nothing, so the same batch is written again (Hudi's
+    `hoodie.write.num.retries.on.conflict.failures`)."""
+    attempt = 1
+    while True:
+        try:
+            return writer.write(frame, operation)
+        except ConflictError as err:
+            if attempt == CONFLICT_RETRIES:
+                raise
+            attempt += 1
+            progress.console.print(f"  [yellow]conflict, nothing committed; writing the batch again[/]: {err}")
 
 
 def _print_timelines(table: Table, console: Console) -> None:
