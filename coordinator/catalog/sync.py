@@ -15,9 +15,7 @@ double, other partition keys) is refused with the columns named, and nothing of 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-
-import pyarrow as pa
+from dataclasses import dataclass, field, replace
 
 from coordinator.catalog.catalog_table import LAST_SYNCED, CatalogTable, Column, describe, partition_values
 from coordinator.catalog.glue import GlueCatalog, StoredTable
@@ -65,7 +63,7 @@ def sync(
         raise ConflictError("a restore is pending: `tandem recover` finishes it, then sync")
     changes = [i.time for i in timeline.completed() if i.action in WRITE_ACTIONS or i.action == RESTORE]
     synced = max(changes, default="")  # a restore is a newer state than the commits it removed
-    schema = table_schema.stored(table, timeline) or _listed_schema(table)
+    schema = table_schema.stored(table, timeline) or table_schema.declared(table)  # declared: no commit yet
     report = SyncReport(database, synced)
     report.created_database = catalog.ensure_database(database)
     partitions = sorted(table.view().partitions())
@@ -97,7 +95,7 @@ def _sync_one(
     before = dict(wanted.parameters)
     before[LAST_SYNCED] = stored.parameters.get(LAST_SYNCED, "") if stored is not None else ""
     still_locked()
-    catalog.put_table(database, _with_parameters(wanted, before), exists=stored is not None)
+    catalog.put_table(database, replace(wanted, parameters=before), exists=stored is not None)
     fields, hive_style = table.config.partition_fields, table.config.hive_style
     want = {tuple(partition_values(p, fields, hive_style)): p for p in partitions} if fields else {}
     have = catalog.partitions(database, wanted.name) if fields else {}
@@ -138,22 +136,5 @@ def check_evolution(stored: StoredTable, wanted: CatalogTable, where: str) -> tu
     return added, widened
 
 
-def _with_parameters(wanted: CatalogTable, parameters: dict[str, str]) -> CatalogTable:
-    return CatalogTable(
-        wanted.name,
-        wanted.columns,
-        wanted.partition_keys,
-        wanted.location,
-        wanted.input_format,
-        wanted.serde_parameters,
-        parameters,
-    )
-
-
 def _names(columns: list[Column]) -> str:
     return "(" + ", ".join(c.name for c in columns) + ")"
-
-
-def _listed_schema(table: Table) -> pa.Schema:
-    """The schema when no recent write left a file: the declared one (a table with no commit yet)."""
-    return table_schema.declared(table)
